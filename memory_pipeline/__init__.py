@@ -1,0 +1,1 @@
+"""memory-pipeline: long-term memory for AI agents."""

@@ -1,0 +1,198 @@
+"""``memory-pipeline`` command line: the composition root for terminal use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from memory_pipeline.config import Settings
+from memory_pipeline.errors import MemoryError_
+from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.types import SearchFilters
+
+SAMPLE_QUERY = "Why should old news fade from memory while principles stay?"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    return settings.with_overrides(
+        db_path=Path(args.db) if args.db else None,
+        index_path=Path(args.index) if args.index else None,
+        database_url=args.database_url,
+        model=args.model,
+    )
+
+
+def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from memory_pipeline.system import MemorySystem
+
+    settings = _settings(args)
+    if args.model == "hashing":
+        from memory_pipeline.embedding.base import HashingEmbedder
+
+        return MemorySystem(settings, embedder=HashingEmbedder())
+    return MemorySystem(settings)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    metadata: dict[str, object] = {}
+    if args.knowledge_type:
+        metadata["knowledge_type"] = args.knowledge_type
+    if args.importance is not None:
+        metadata["importance"] = args.importance
+    if args.tag:
+        metadata["tags"] = args.tag
+    if args.source_date:
+        metadata["source_date"] = args.source_date
+    paths: list[Path] = []
+    for raw in args.paths:
+        p = Path(raw)
+        if p.is_dir() and args.recursive:
+            paths.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in _suffixes()))
+        else:
+            paths.append(p)
+    system = _system(args)
+    results = system.ingest(paths, metadata or None, update_index=not args.no_index, progress=True)
+    for r in results:
+        line = f"{r.status:9} {r.doc_id}  {r.chunks:4} chunks  {r.source}"
+        if r.reused_vectors:
+            line += f"  ({r.reused_vectors} vectors reused)"
+        print(line if not r.message else f"{line}\n          {r.message}")
+    return 0
+
+
+def _suffixes() -> set[str]:
+    from memory_pipeline.ingest.loaders import SUPPORTED_SUFFIXES
+
+    return set(SUPPORTED_SUFFIXES)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    system = _system(args)
+    filters = SearchFilters(
+        tags=tuple(args.tag or ()), knowledge_types=tuple(args.knowledge_type or ()),
+        doc_ids=tuple(args.doc_id or ()),
+    )
+    result = system.query(
+        args.query, top_k=args.top_k, filters=filters, enable_mmr=args.mmr,
+        record_access=not args.no_access,
+    )
+    if args.json:
+        payload = {"query": result.query, "hits": [h.to_dict() for h in result.hits]}
+        if args.stats:
+            payload["stats"] = result.stats.__dict__
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return 0
+    if not result.hits:
+        print("no results")
+    for rank, hit in enumerate(result.hits, 1):
+        kind = hit.knowledge_type or "-"
+        print(f"{rank:2}. [{hit.score:.4f}] {hit.doc_id}#{hit.chunk_index} ({kind})")
+        print("    " + " ".join(hit.content.split())[:240])
+    if args.stats:
+        print(json.dumps(result.stats.__dict__, indent=2))
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    r = _system(args).update_index()
+    print(f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}, "
+          f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s")
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    r = _system(args).rebuild_index()
+    print(f"index version {r.version} (rebuild): {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
+          f"{r.seconds:.2f}s")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Ingest the bundled sample corpus and answer a sample query."""
+    corpus = resources.files("memory_pipeline") / "sample_corpus"
+    files = sorted(Path(str(corpus)).glob("*.md"))
+    files = [f for f in files if f.name.lower() != "readme.md"]
+    system = _system(args)
+    print(f"ingesting {len(files)} sample documents with model {system.settings.model} …")
+    for r in system.ingest(files, progress=True):
+        print(f"  {r.status:9} {r.chunks:3} chunks  {Path(r.source).name}")
+    query = args.query or SAMPLE_QUERY
+    print(f"\nquery: {query}")
+    for rank, hit in enumerate(system.query(query, top_k=3, record_access=False).hits, 1):
+        print(f"{rank}. ({hit.knowledge_type}) {' '.join(hit.content.split())[:200]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-pipeline",
+        description="Long-term memory for AI agents: ingest documents, search them hybrid "
+        "(dense + BM25), keep the index fresh.",
+        epilog="Storage comes from HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / "
+        "HYBRID_RAG_DATABASE_URL unless given as flags.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="SQLite file (default: hybrid_rag.db)")
+    common.add_argument("--index", help="index folder (default: indices)")
+    common.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql://…")
+    common.add_argument(
+        "--model", help="embedding model name or path (default: multilingual-e5-small; "
+        "'hashing' for a fast non-semantic test embedder)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ingest", parents=[common], help="ingest files (md, txt, pdf, html)")
+    p.add_argument("paths", nargs="+", help="files, or folders with --recursive")
+    p.add_argument("-r", "--recursive", action="store_true", help="ingest supported files in folders")
+    p.add_argument("--knowledge-type", choices=[k.value for k in KnowledgeType])
+    p.add_argument("--importance", type=float, help="0..1")
+    p.add_argument("--tag", action="append", help="tag every chunk (repeatable)")
+    p.add_argument("--source-date", help="ISO date the knowledge was written")
+    p.add_argument("--no-index", action="store_true", help="store only; run update-index later")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("search", parents=[common], help="hybrid search")
+    p.add_argument("query")
+    p.add_argument("-k", "--top-k", type=int, default=5)
+    p.add_argument("--tag", action="append", help="only chunks with this tag (repeatable: all)")
+    p.add_argument("--knowledge-type", action="append", choices=[k.value for k in KnowledgeType])
+    p.add_argument("--doc-id", action="append")
+    p.add_argument("--mmr", action="store_true", help="diversify results (MMR)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--stats", action="store_true", help="timings and consistency counters")
+    p.add_argument("--no-access", action="store_true", help="do not count this as an access")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("update-index", parents=[common], help="add new / drop deleted chunks")
+    p.set_defaults(func=cmd_update)
+    p = sub.add_parser("rebuild-index", parents=[common], help="rebuild from stored vectors")
+    p.set_defaults(func=cmd_rebuild)
+    p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
+    p.add_argument("--query")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except MemoryError_ as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Settings, read from the environment only at an entry point (CLI, server, Dagster)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.store.engine import sqlite_url
+
+DEFAULT_MODEL = "multilingual-e5-small"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memory-pipeline" / "models"
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path = Path("hybrid_rag.db")
+    index_path: Path = Path("indices")
+    database_url: str | None = None
+    model: str = DEFAULT_MODEL
+    model_cache: Path = field(default_factory=default_cache_dir)
+    reranker: str | None = None
+    embed_batch_size: int = 32
+    max_chunk_size: int = 256
+    chunk_overlap: int = 32
+    top_n: int = 50
+    rrf_k: int = 60
+    max_file_bytes: int = 20 * 1024 * 1024
+    ivf_threshold: int = 200_000
+
+    @property
+    def url(self) -> str:
+        return self.database_url or sqlite_url(self.db_path.resolve())
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from HYBRID_RAG_* variables (the names of the original system)."""
+        env = os.environ if env is None else env
+        s = cls()
+        values: dict[str, Any] = {}
+        if "HYBRID_RAG_DB_PATH" in env:
+            values["db_path"] = Path(env["HYBRID_RAG_DB_PATH"])
+        if "HYBRID_RAG_INDEX_PATH" in env:
+            values["index_path"] = Path(env["HYBRID_RAG_INDEX_PATH"])
+        if env.get("HYBRID_RAG_DATABASE_URL"):
+            values["database_url"] = env["HYBRID_RAG_DATABASE_URL"]
+        if env.get("HYBRID_RAG_EMBEDDING_MODEL"):
+            values["model"] = env["HYBRID_RAG_EMBEDDING_MODEL"]
+        if env.get("HYBRID_RAG_MODEL_CACHE"):
+            values["model_cache"] = Path(env["HYBRID_RAG_MODEL_CACHE"])
+        if env.get("HYBRID_RAG_RERANKER_MODEL"):
+            values["reranker"] = env["HYBRID_RAG_RERANKER_MODEL"]
+        for key, name in (
+            ("embed_batch_size", "HYBRID_RAG_EMBED_BATCH_SIZE"),
+            ("max_chunk_size", "HYBRID_RAG_MAX_CHUNK_SIZE"),
+            ("chunk_overlap", "HYBRID_RAG_CHUNK_OVERLAP"),
+            ("top_n", "HYBRID_RAG_TOP_N"),
+            ("max_file_bytes", "HYBRID_RAG_MAX_FILE_BYTES"),
+        ):
+            if env.get(name):
+                try:
+                    values[key] = int(env[name])
+                except ValueError as exc:
+                    raise InvalidInputError(f"{name} must be an integer, got {env[name]!r}") from exc
+        return replace(s, **values)

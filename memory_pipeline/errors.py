@@ -1,0 +1,31 @@
+"""Named domain errors. Every message says what was wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class MemoryError_(Exception):
+    """Base class of every error the library raises on purpose."""
+
+
+class InvalidInputError(MemoryError_, ValueError):
+    """An argument, a file or its metadata cannot be accepted as given."""
+
+
+class NotFoundError(MemoryError_, LookupError):
+    """A document, chunk or index version that was asked for does not exist."""
+
+
+class ModelMismatchError(MemoryError_):
+    """Vectors or an index built with another embedding model or dimension."""
+
+
+class IndexError_(MemoryError_):
+    """The published index is missing, unreadable or cannot be written."""
+
+
+class IndexBusyError(IndexError_):
+    """Another process holds the index writer lock."""
+
+
+class ModelUnavailableError(MemoryError_):
+    """A configured model cannot be loaded here (no network, wrong path...)."""

@@ -1,0 +1,146 @@
+"""Dense vector segments: immutable files, searched with FAISS inner product.
+
+A published index is a list of segments plus a set of deleted ids. Segments
+never change once written, so a new version hard-links the old ones and adds a
+small new segment: an update costs what it adds, not what the corpus holds.
+Vectors are stored as plain ``.npy`` (the source for merges); segments past
+``ivf_threshold`` vectors also get an IVF index file for sub-linear search.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+DEFAULT_IVF_THRESHOLD = 200_000
+IVF_NPROBE = 64
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as fh:
+        np.save(fh, array)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_segment(
+    directory: Path, name: str, ids: np.ndarray, vectors: np.ndarray, *,
+    ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+) -> None:
+    """Write one immutable segment (ids, vectors and, when large, an IVF index)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2 or len(ids) != len(vectors):
+        raise ValueError(f"segment {name}: {len(ids)} ids for vectors of shape {vectors.shape}")
+    _save_npy(directory / f"{name}.ids.npy", ids)
+    _save_npy(directory / f"{name}.vecs.npy", vectors)
+    if len(ids) >= ivf_threshold:
+        index = _build_ivf(ids, vectors)
+        faiss.write_index(index, str(directory / f"{name}.ivf.faiss"))
+        fsync_file(directory / f"{name}.ivf.faiss")
+
+
+def segment_files(directory: Path, name: str) -> list[Path]:
+    return sorted(directory.glob(f"{name}.*"))
+
+
+def _build_ivf(ids: np.ndarray, vectors: np.ndarray) -> faiss.Index:
+    # nlist ~ 4·sqrt(n) is FAISS's usual guidance; training on a sample keeps
+    # the build linear. The hashtable id map makes removal cheap (DESIGN §2).
+    n, dim = vectors.shape
+    nlist = max(64, int(4 * np.sqrt(n)))
+    quantizer = faiss.IndexFlatIP(dim)
+    ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    rng = np.random.default_rng(0)
+    sample = vectors[rng.choice(n, size=min(n, nlist * 64), replace=False)]
+    ivf.train(sample)
+    ivf.add_with_ids(vectors, ids)
+    ivf.nprobe = IVF_NPROBE
+    return ivf
+
+
+@dataclass
+class DenseSegment:
+    """A loaded segment: its ids and a FAISS index over its vectors."""
+
+    name: str
+    ids: np.ndarray
+    index: faiss.Index
+    dim: int
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> DenseSegment:
+        ids = np.load(directory / f"{name}.ids.npy")
+        ivf_path = directory / f"{name}.ivf.faiss"
+        if ivf_path.exists():
+            index = faiss.read_index(str(ivf_path))
+            faiss.extract_index_ivf(index).nprobe = IVF_NPROBE
+            dim = index.d
+        else:
+            vectors = np.load(directory / f"{name}.vecs.npy")
+            dim = int(vectors.shape[1]) if vectors.size else 0
+            index = faiss.IndexIDMap2(faiss.IndexFlatIP(max(dim, 1)))
+            if len(ids):
+                index.add_with_ids(vectors, ids)
+        return cls(name=name, ids=ids, index=index, dim=dim)
+
+    def vectors(self, directory: Path) -> np.ndarray:
+        return np.load(directory / f"{self.name}.vecs.npy", mmap_mode="r")
+
+    def search(
+        self, query: np.ndarray, top_n: int, *, selector: faiss.IDSelector | None = None
+    ) -> list[tuple[int, float]]:
+        if not len(self.ids) or top_n <= 0:
+            return []
+        k = min(top_n, len(self.ids))
+        params = None
+        if selector is not None:
+            params = (
+                faiss.SearchParametersIVF(sel=selector, nprobe=IVF_NPROBE)
+                if isinstance(self.index, faiss.IndexIVF)
+                else faiss.SearchParameters(sel=selector)
+            )
+        scores, labels = self.index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        return [(int(i), float(s)) for i, s in zip(labels[0], scores[0], strict=True) if i >= 0]
+
+
+def make_selector(allowed: np.ndarray | None, deleted: np.ndarray) -> faiss.IDSelector | None:
+    """A FAISS id selector for 'allowed and not deleted' (None when everything passes)."""
+    if allowed is not None:
+        keep = np.setdiff1d(allowed, deleted, assume_unique=False) if len(deleted) else allowed
+        return faiss.IDSelectorBatch(np.ascontiguousarray(keep, dtype=np.int64))
+    if len(deleted):
+        return faiss.IDSelectorNot(faiss.IDSelectorBatch(np.ascontiguousarray(deleted, dtype=np.int64)))
+    return None
+
+
+def search_segments(
+    segments: Sequence[DenseSegment],
+    query: np.ndarray,
+    top_n: int,
+    *,
+    deleted: np.ndarray,
+    allowed: np.ndarray | None = None,
+) -> list[tuple[int, float]]:
+    """Top-n (id, inner product) over all segments, deleted ids excluded, filters first."""
+    if allowed is not None and not len(allowed):
+        return []
+    selector = make_selector(allowed, deleted)
+    merged: list[tuple[int, float]] = []
+    for segment in segments:
+        merged.extend(segment.search(query, top_n, selector=selector))
+    merged.sort(key=lambda pair: (-pair[1], pair[0]))
+    return merged[:top_n]

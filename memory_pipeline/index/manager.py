@@ -1,0 +1,208 @@
+"""The index writer: incremental updates and full rebuilds from the store.
+
+Both take the writer lock, build the next version beside the published one and
+publish it atomically (see ``versions``). Neither ever re-embeds: vectors come
+from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.index import versions as v
+from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, write_segment
+from memory_pipeline.index.reader import load_deleted
+from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.store import Store
+from memory_pipeline.types import IndexUpdateResult
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENTS = 8
+MAX_DELETED_FRACTION = 0.2
+_CONTENT_BATCH = 5_000
+
+
+class IndexWriter:
+    def __init__(
+        self, store: Store, root: Path, model_id: str, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD
+    ) -> None:
+        self.store = store
+        self.root = root
+        self.model_id = model_id
+        self.ivf_threshold = ivf_threshold
+
+    # ------------------------------------------------------------------ public
+    def update(self) -> IndexUpdateResult:
+        """Add live chunks the published version lacks, drop ones no longer live."""
+        started = time.perf_counter()
+        with v.writer_lock(self.root):
+            current = v.read_current(self.root)
+            if current is None:
+                return self._rebuild_locked(started)
+            manifest, vdir = current
+            if manifest.model_id != self.model_id:
+                raise ModelMismatchError(
+                    f"the published index holds vectors of {manifest.model_id!r}, the embedder is "
+                    f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
+                )
+            v.clean_stale(self.root, manifest.version)
+            seg_ids = {s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments}
+            all_seg_ids = np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
+            deleted = load_deleted(vdir)
+            indexed = np.setdiff1d(all_seg_ids, deleted)
+            live = self.store.all_ids()
+            added = np.setdiff1d(live, indexed)
+            removed = np.setdiff1d(indexed, live)
+            if not len(added) and not len(removed):
+                return IndexUpdateResult(
+                    manifest.version, "noop", 0, 0, manifest.n_dense, manifest.n_sparse,
+                    time.perf_counter() - started,
+                )
+            if len(np.intersect1d(added, deleted)):
+                # An id coming back after deletion would resurrect its old copy; rebuild instead.
+                return self._rebuild_locked(started)
+
+            version = manifest.version + 1
+            tmp = v.new_temp_dir(self.root, version)
+            dense_dir = tmp / "dense"
+            v.link_tree(vdir / "dense", dense_dir)
+            segments = list(manifest.segments)
+            deleted = np.union1d(deleted, removed)
+
+            add_ids, add_vecs = self._vectors(added)
+            dim = manifest.dim or (int(add_vecs.shape[1]) if add_vecs.size else 0)
+            if len(add_ids):
+                name = f"seg{version:06d}"
+                write_segment(dense_dir, name, add_ids, add_vecs, ivf_threshold=self.ivf_threshold)
+                segments.append(v.SegmentInfo(name, len(add_ids)))
+                seg_ids[name] = add_ids
+
+            segments, deleted = self._maybe_merge(dense_dir, version, segments, seg_ids, deleted)
+            np.save(tmp / "deleted.npy", deleted)
+
+            SparseIndex.clone(vdir / "sparse", tmp / "sparse")
+            sparse = SparseIndex.open(tmp / "sparse", writable=True)
+            sparse.delete(int(i) for i in removed)
+            sparse.add(self._tokens(add_ids))
+            sparse.commit()
+
+            n_dense = sum(s.count for s in segments) - len(deleted)
+            new = v.Manifest(
+                version=version, model_id=self.model_id, dim=dim, segments=segments,
+                n_dense=n_dense, n_sparse=sparse.num_docs, n_deleted=len(deleted),
+                watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
+                created_at=v.now_iso(), kind="update", parent=manifest.version,
+            )
+            del sparse
+            v.publish(self.root, tmp, new)
+            return self._finish(new, len(add_ids), len(removed), started)
+
+    def rebuild(self) -> IndexUpdateResult:
+        """A fresh version from every stored vector and chunk text; no re-embedding."""
+        started = time.perf_counter()
+        with v.writer_lock(self.root):
+            return self._rebuild_locked(started)
+
+    # ----------------------------------------------------------------- helpers
+    def _rebuild_locked(self, started: float) -> IndexUpdateResult:
+        current = v.read_current(self.root)
+        parent = current[0].version if current else None
+        v.clean_stale(self.root, parent)
+        version = (parent or 0) + 1
+        tmp = v.new_temp_dir(self.root, version)
+        (tmp / "dense").mkdir()
+        live = self.store.all_ids()
+        ids, vecs = self._vectors(live)
+        dim = int(vecs.shape[1]) if vecs.size else 0
+        segments = []
+        if len(ids):
+            name = f"seg{version:06d}"
+            write_segment(tmp / "dense", name, ids, vecs, ivf_threshold=self.ivf_threshold)
+            segments.append(v.SegmentInfo(name, len(ids)))
+        np.save(tmp / "deleted.npy", np.zeros(0, dtype=np.int64))
+        sparse = SparseIndex.create(tmp / "sparse")
+        for start in range(0, len(ids), _CONTENT_BATCH):
+            sparse.add(self._tokens(ids[start : start + _CONTENT_BATCH]))
+        sparse.commit()
+        manifest = v.Manifest(
+            version=version, model_id=self.model_id, dim=dim, segments=segments,
+            n_dense=len(ids), n_sparse=sparse.num_docs, n_deleted=0,
+            watermark=int(ids.max()) if len(ids) else 0, created_at=v.now_iso(),
+            kind="rebuild", parent=parent,
+        )
+        del sparse
+        v.publish(self.root, tmp, manifest)
+        return self._finish(manifest, len(ids), 0, started)
+
+    def _finish(self, manifest: v.Manifest, added: int, removed: int, started: float) -> IndexUpdateResult:
+        self.store.record_index_version(
+            version=manifest.version, model_id=manifest.model_id, dim=manifest.dim,
+            n_dense=manifest.n_dense, n_sparse=manifest.n_sparse, kind=manifest.kind,
+            added=added, removed=removed,
+        )
+        v.clean_stale(self.root, manifest.version)
+        return IndexUpdateResult(
+            manifest.version, manifest.kind, added, removed, manifest.n_dense, manifest.n_sparse,
+            time.perf_counter() - started,
+        )
+
+    def _vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not len(ids):
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        found, vecs = self.store.vectors_for(ids.tolist(), self.model_id)
+        if len(found) < len(ids):
+            missing = np.setdiff1d(ids, found)
+            raise ModelMismatchError(
+                f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
+                f"model {self.model_id!r}; re-ingest them with this model or configure the model "
+                "they were embedded with"
+            )
+        order = np.argsort(found)
+        return found[order], vecs[order]
+
+    def _tokens(self, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
+        contents = self.store.contents([int(i) for i in ids])
+        return [(cid, tokenize(text)) for cid, text in contents.items()]
+
+    def _maybe_merge(
+        self, dense_dir: Path, version: int, segments: list[v.SegmentInfo],
+        seg_ids: dict[str, np.ndarray], deleted: np.ndarray,
+    ) -> tuple[list[v.SegmentInfo], np.ndarray]:
+        """Tiered merge: fold the small segments together; everything when deletes pile up."""
+        total = sum(s.count for s in segments)
+        if total and len(deleted) / total > MAX_DELETED_FRACTION:
+            victims = list(segments)
+        elif len(segments) > MAX_SEGMENTS:
+            largest = max(segments, key=lambda s: s.count)
+            victims = [s for s in segments if s is not largest]
+        else:
+            return segments, deleted
+        ids_parts, vec_parts = [], []
+        for seg in victims:
+            ids = seg_ids[seg.name]
+            keep = ~np.isin(ids, deleted)
+            vecs = np.load(dense_dir / f"{seg.name}.vecs.npy", mmap_mode="r")
+            ids_parts.append(ids[keep])
+            vec_parts.append(np.asarray(vecs[keep]))
+            for f in dense_dir.glob(f"{seg.name}.*"):
+                f.unlink()
+        merged_ids = np.concatenate(ids_parts)
+        merged_vecs = np.concatenate(vec_parts) if merged_ids.size else np.zeros((0, 0), np.float32)
+        merged_away = np.concatenate([seg_ids[s.name] for s in victims])
+        deleted = np.setdiff1d(deleted, merged_away)
+        survivors = [s for s in segments if s not in victims]
+        if len(merged_ids):
+            name = f"mrg{version:06d}"
+            write_segment(dense_dir, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold)
+            survivors.append(v.SegmentInfo(name, len(merged_ids)))
+            seg_ids[name] = merged_ids
+        log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))
+        return survivors, deleted

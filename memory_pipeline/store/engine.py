@@ -1,0 +1,88 @@
+"""Engine creation and schema migration for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Engine
+
+from memory_pipeline.errors import InvalidInputError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_OPTION = "memory_pipeline_write"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets the serving process read while the pipeline writes; the busy
+    # timeout turns brief writer contention into a wait instead of an error.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _sqlite_begin(conn: sa.Connection) -> None:
+    write = conn.get_execution_options().get(WRITE_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine (same pool) whose transactions take the write lock up front."""
+    return engine.execution_options(**{WRITE_OPTION: True})
+
+
+def create_engine(url: str) -> Engine:
+    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys."""
+    if url.startswith("sqlite"):
+        db_path = url.split("///", 1)[-1]
+        if db_path and db_path != ":memory:":
+            parent = Path(db_path).parent
+            if not parent.exists():
+                raise InvalidInputError(
+                    f"database folder {parent} does not exist; create it or point "
+                    "HYBRID_RAG_DB_PATH somewhere else"
+                )
+        # isolation_level=None hands BEGIN to us: a write transaction takes the
+        # lock up front (BEGIN IMMEDIATE) instead of failing on a lock upgrade.
+        engine = sa.create_engine(
+            url,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None},
+        )
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (a no-op when it is current)."""
+    cfg = _alembic_config()
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current == head:
+        return
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

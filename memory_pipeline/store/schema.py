@@ -1,0 +1,141 @@
+"""The database schema: the single source of truth (DESIGN §1).
+
+Indices are derived from these tables and can always be rebuilt from them.
+Alembic migrations under ``migrations/`` create and evolve exactly this schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    BigInteger,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timezone-aware UTC timestamps on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: object) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: object) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+# Integer ids double as FAISS/tantivy ids; BigInteger on PostgreSQL, INTEGER
+# (rowid alias) on SQLite so AUTOINCREMENT keeps ids from ever being reused.
+ChunkId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+
+    doc_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(Text, index=True)
+    title: Mapped[str] = mapped_column(Text)
+    fmt: Mapped[str] = mapped_column(String(16))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    normalized_hash: Mapped[str] = mapped_column(String(64), index=True)
+    byte_size: Mapped[int] = mapped_column(BigInteger)
+    knowledge_type: Mapped[str | None] = mapped_column(String(16))
+    importance: Mapped[float | None] = mapped_column(Float)
+    source_date: Mapped[dt.date | None] = mapped_column(Date)
+    source_date_rule: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    n_chunks: Mapped[int] = mapped_column(Integer)
+
+
+class Chunk(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (
+        UniqueConstraint("doc_id", "chunk_index", name="uq_chunks_doc_id_chunk_index"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(ChunkId, primary_key=True, autoincrement=True)
+    doc_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("documents.doc_id", ondelete="CASCADE"), index=True
+    )
+    chunk_index: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(Text)
+    content_sha: Mapped[str] = mapped_column(String(64), index=True)
+    token_count: Mapped[int] = mapped_column(Integer)
+    knowledge_type: Mapped[str | None] = mapped_column(String(16), index=True)
+    importance: Mapped[float | None] = mapped_column(Float)
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_accessed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
+    source_date: Mapped[dt.date | None] = mapped_column(Date, index=True)
+
+
+class ChunkTag(Base):
+    __tablename__ = "chunk_tags"
+    __table_args__ = (Index("ix_chunk_tags_tag", "tag"),)
+
+    chunk_id: Mapped[int] = mapped_column(
+        ChunkId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag: Mapped[str] = mapped_column(String(512), primary_key=True)
+
+
+class Embedding(Base):
+    """One float32 vector per (chunk, model id); never recomputed on rebuild."""
+
+    __tablename__ = "embeddings"
+
+    chunk_id: Mapped[int] = mapped_column(
+        ChunkId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class IndexVersion(Base):
+    __tablename__ = "index_versions"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(256))
+    dim: Mapped[int] = mapped_column(Integer)
+    n_dense: Mapped[int] = mapped_column(Integer)
+    n_sparse: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    added: Mapped[int] = mapped_column(Integer)
+    removed: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,269 @@
+"""MemorySystem: the library's front door. Adapters (CLI, MCP, Dagster) call only this."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory_pipeline.config import Settings
+from memory_pipeline.embedding.base import Embedder
+from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.index.manager import IndexWriter
+from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.ingest.chunking import chunk_document
+from memory_pipeline.ingest.loaders import LoadedDocument, load_file, load_text, normalized_content_hash
+from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
+from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
+from memory_pipeline.search.rerank import Reranker, load_reranker
+from memory_pipeline.store import Store, content_sha, now_utc
+from memory_pipeline.types import (
+    ChunkRecord,
+    DocumentInfo,
+    IndexUpdateResult,
+    IngestResult,
+    NewChunk,
+    SearchFilters,
+    SearchResult,
+)
+
+log = logging.getLogger(__name__)
+
+_FRONT_MATTER_FIELDS = ("knowledge_type", "importance", "tags", "source_date", "title")
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    loaded: LoadedDocument
+    meta: ChunkMetadata
+    source_date_rule: str | None
+
+
+def doc_id_for(raw: bytes) -> str:
+    """Documents are named by their bytes: identical content, identical id."""
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+class MemorySystem:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.settings = settings
+        settings.index_path.mkdir(parents=True, exist_ok=True)
+        self.store = Store(settings.url)
+        if embedder is None:
+            from memory_pipeline.embedding.st import SentenceTransformerEmbedder
+
+            embedder = SentenceTransformerEmbedder(
+                settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
+            )
+        self.embedder = embedder
+        if reranker is not None:
+            self.reranker: Reranker | None = reranker
+            self.reranker_status = f"cross-encoder {reranker.name}"
+        else:
+            self.reranker, self.reranker_status = load_reranker(settings.reranker)
+        self.reader = IndexReader(settings.index_path)
+        self.writer = IndexWriter(
+            self.store, settings.index_path, embedder.model_id, ivf_threshold=settings.ivf_threshold
+        )
+        self.searcher = HybridSearcher(
+            self.store, self.reader, embedder, self.reranker, self.reranker_status
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ------------------------------------------------------------------ ingest
+    def ingest(
+        self,
+        paths: Sequence[str | Path],
+        metadata: dict[str, Any] | None = None,
+        *,
+        update_index: bool = True,
+        progress: bool = False,
+    ) -> list[IngestResult]:
+        """Ingest files. Every path and the metadata are checked before anything is written."""
+        if isinstance(paths, str | Path):
+            paths = [paths]
+        if not paths:
+            raise InvalidInputError("no paths given; pass one or more files to ingest")
+        meta = validate_metadata(metadata)
+        prepared = [
+            self._prepare(load_file(p, max_bytes=self.settings.max_file_bytes), meta) for p in paths
+        ]
+        results = [self._store_document(p, progress=progress) for p in prepared]
+        if update_index and any(r.status != "unchanged" for r in results):
+            self.update_index()
+        return results
+
+    def ingest_text(
+        self, text: str, title: str, metadata: dict[str, Any] | None = None, *, update_index: bool = False
+    ) -> IngestResult:
+        meta = validate_metadata(metadata)
+        result = self._store_document(self._prepare(load_text(text, title), meta))
+        if update_index and result.status != "unchanged":
+            self.update_index()
+        return result
+
+    def _prepare(self, loaded: LoadedDocument, explicit: ChunkMetadata) -> _Prepared:
+        fm = {k: v for k, v in loaded.front_matter.items() if k in _FRONT_MATTER_FIELDS}
+        if "date" in loaded.front_matter and "source_date" not in fm:
+            fm["source_date"] = loaded.front_matter["date"]
+        if isinstance(fm.get("source_date"), dt.datetime):
+            fm["source_date"] = fm["source_date"].date()  # type: ignore[union-attr]
+        try:
+            from_file = validate_metadata(fm)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{loaded.source}: front matter — {exc}") from exc
+        given = explicit.model_dump(exclude_unset=True)
+        merged = ChunkMetadata.model_validate({**from_file.model_dump(exclude_unset=True), **given})
+        rule = None
+        if "source_date" in given and explicit.source_date:
+            rule = "metadata"
+        elif from_file.source_date:
+            rule = "front_matter"
+        return _Prepared(loaded, merged, rule)
+
+    def _store_document(self, prepared: _Prepared, *, progress: bool = False) -> IngestResult:
+        loaded, meta = prepared.loaded, prepared.meta
+        doc_id = doc_id_for(loaded.raw)
+        existing = self.store.get_document(doc_id)
+        if existing is not None:
+            return IngestResult(
+                source=loaded.source, doc_id=doc_id, status="unchanged", chunks=existing.n_chunks,
+                embedded=0, reused_vectors=0,
+                message=f"identical content is already stored as {doc_id}; nothing to do",
+            )
+        older = [d.doc_id for d in self.store.documents_by_source(loaded.source)]
+        pieces = chunk_document(
+            loaded.text, token_counter=self.embedder.count_tokens,
+            max_chunk_size=self.settings.max_chunk_size, overlap=self.settings.chunk_overlap,
+            fmt=loaded.fmt,
+        )
+        if not pieces:
+            raise InvalidInputError(f"{loaded.source}: no text to index after chunking")
+        chunks = [NewChunk(c.index, c.text, c.token_count) for c in pieces]
+        vectors, reused = self._vectors_for(chunks, progress=progress)
+        now = now_utc()
+        info = DocumentInfo(
+            doc_id=doc_id, source=loaded.source, title=meta.title or loaded.title, fmt=loaded.fmt,
+            content_hash=hashlib.sha256(loaded.raw).hexdigest(),
+            normalized_hash=normalized_content_hash(loaded.text), byte_size=len(loaded.raw),
+            knowledge_type=meta.knowledge_type.value if meta.knowledge_type else None,
+            importance=meta.importance, source_date=meta.source_date,
+            source_date_rule=prepared.source_date_rule, created_at=now,
+        )
+        self.store.add_document(info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older)
+        return IngestResult(
+            source=loaded.source, doc_id=doc_id, status="replaced" if older else "ingested",
+            chunks=len(chunks), embedded=len(chunks) - reused, reused_vectors=reused,
+            replaced_doc_id=older[0] if older else None,
+        )
+
+    def _vectors_for(self, chunks: Sequence[NewChunk], *, progress: bool) -> tuple[np.ndarray, int]:
+        """Embed only text this model has not embedded before."""
+        shas = [content_sha(c.content) for c in chunks]
+        known = self.store.vectors_by_content(shas, self.embedder.model_id)
+        todo = [i for i, sha in enumerate(shas) if sha not in known]
+        fresh = self.embedder.embed_documents([chunks[i].content for i in todo], progress=progress)
+        dim = fresh.shape[1] if len(todo) else next(iter(known.values())).shape[0]
+        self.store.check_model(self.embedder.model_id, int(dim))
+        out = np.zeros((len(chunks), dim), dtype=np.float32)
+        for row, i in enumerate(todo):
+            out[i] = fresh[row]
+        for i, sha in enumerate(shas):
+            if sha in known:
+                out[i] = known[sha]
+        return out, len(chunks) - len(todo)
+
+    # ------------------------------------------------------------------ search
+    def query(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        filters: SearchFilters | None = None,
+        enable_mmr: bool = False,
+        mmr_lambda: float = 0.7,
+        use_reranker: bool = True,
+        record_access: bool = True,
+    ) -> SearchResult:
+        params = SearchParams(
+            top_k=top_k, top_n=self.settings.top_n, rrf_k=self.settings.rrf_k, enable_mmr=enable_mmr,
+            mmr_lambda=mmr_lambda, use_reranker=use_reranker, record_access=record_access,
+        )
+        return self.searcher.search(query, filters, params)
+
+    hybrid_search = query
+
+    def embed(self, text: str) -> np.ndarray:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("text must be a non-empty string")
+        return self.embedder.embed_query(text)
+
+    # ------------------------------------------------------------------- index
+    def update_index(self) -> IndexUpdateResult:
+        return self.writer.update()
+
+    def rebuild_index(self) -> IndexUpdateResult:
+        return self.writer.rebuild()
+
+    # --------------------------------------------------------------- documents
+    def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:
+        removed = self.store.delete_document(doc_id)
+        if update_index:
+            self.update_index()
+        return removed
+
+    def get_document_chunks(
+        self, doc_id: str, chunk_index: int | None = None, window: int = 1
+    ) -> list[ChunkRecord]:
+        chunks = self.store.document_chunks(doc_id)
+        if not chunks:
+            raise NotFoundError(f"no document with doc_id {doc_id!r}")
+        if chunk_index is None:
+            return chunks
+        if window < 0:
+            raise InvalidInputError(f"window must be ≥ 0, got {window}")
+        if not any(c.chunk_index == chunk_index for c in chunks):
+            raise NotFoundError(f"document {doc_id!r} has chunks 0..{len(chunks) - 1}, not {chunk_index}")
+        return [c for c in chunks if abs(c.chunk_index - chunk_index) <= window]
+
+    def find_by_tag(self, tag: str) -> list[ChunkRecord]:
+        if not isinstance(tag, str) or not tag.strip():
+            raise InvalidInputError("tag must be a non-empty string")
+        return self.store.find_by_tag(tag.strip())
+
+    def set_chunk_tags(
+        self, doc_id: str, chunk_index: int, *, importance: Any = ..., knowledge_type: Any = ...,
+        tags: Sequence[str] | None = None,
+    ) -> ChunkRecord:
+        """Change memory fields of one chunk; takes effect in the next search, vectors untouched."""
+        raw: dict[str, Any] = {}
+        if importance is not ...:
+            raw["importance"] = importance
+        if knowledge_type is not ...:
+            raw["knowledge_type"] = knowledge_type
+        if tags is not None:
+            raw["tags"] = tags
+        meta = validate_metadata(raw)
+        kwargs: dict[str, Any] = {}
+        if "importance" in raw:
+            kwargs["importance"] = meta.importance
+        if "knowledge_type" in raw:
+            kt = meta.knowledge_type
+            kwargs["knowledge_type"] = kt.value if isinstance(kt, KnowledgeType) else None
+        return self.store.set_chunk_tags(
+            doc_id, chunk_index, tags=list(meta.tags) if tags is not None else None, **kwargs
+        )

@@ -1,0 +1,81 @@
+"""Shared fixtures: real SQLite files, a real PostgreSQL database, real systems."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from memory_pipeline.config import Settings
+
+if TYPE_CHECKING:
+    from memory_pipeline.system import MemorySystem
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+PG_SOCKET = os.environ.get("MEMORY_PIPELINE_PG_HOST", "/var/run/postgresql")
+REQUIRE_PG = os.environ.get("MEMORY_PIPELINE_REQUIRE_POSTGRES") == "1"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def _pg_admin():  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(f"host={PG_SOCKET} dbname=postgres", autocommit=True, connect_timeout=3)
+
+
+@pytest.fixture(scope="session")
+def pg_available() -> bool:
+    try:
+        with _pg_admin():
+            return True
+    except Exception as exc:
+        if REQUIRE_PG:
+            pytest.fail(f"PostgreSQL is required here but not reachable at {PG_SOCKET}: {exc}")
+        pytest.skip(f"no PostgreSQL server reachable at {PG_SOCKET} ({exc}); start it with scripts/start-postgres.sh")
+    return False
+
+
+@pytest.fixture
+def pg_url(pg_available: bool) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    name = f"mp_test_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg:///{name}?host={PG_SOCKET}"
+    finally:
+        with _pg_admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each store test runs on a real SQLite file and on a real PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    base = Settings(
+        db_path=tmp_path / "memory.db", index_path=tmp_path / "indices",
+        model_cache=tmp_path / "models", max_chunk_size=64, chunk_overlap=8,
+    )
+    return base.with_overrides(**overrides)
+
+
+@pytest.fixture
+def system(tmp_path: Path) -> Iterator[MemorySystem]:
+    """A real memory (SQLite file + index folder) with the fast deterministic embedder."""
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    mem = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
+    yield mem
+    mem.close()

@@ -1,0 +1,143 @@
+"""The store on a real SQLite file and a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from memory_pipeline.errors import ModelMismatchError, NotFoundError
+from memory_pipeline.store import Store
+from memory_pipeline.store.schema import Base
+from memory_pipeline.types import DocumentInfo, NewChunk, SearchFilters
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def doc(doc_id: str, *, kt: str | None = "paper", source: str = "src", day: dt.date | None = None) -> DocumentInfo:
+    return DocumentInfo(
+        doc_id=doc_id, source=source, title=f"title {doc_id}", fmt="markdown", content_hash="c" * 64,
+        normalized_hash="n" * 64, byte_size=10, knowledge_type=kt, importance=0.5, source_date=day,
+        source_date_rule="metadata" if day else None, created_at=NOW,
+    )
+
+
+def chunks(*texts: str) -> list[NewChunk]:
+    return [NewChunk(i, t, len(t.split())) for i, t in enumerate(texts)]
+
+
+def vecs(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+
+
+def test_migrations_create_exactly_the_schema(db_url: str) -> None:
+    store = Store(db_url)
+    Store(db_url).close()  # a second open is a no-op migration
+    with store.engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diffs == []
+    store.close()
+
+
+def test_document_roundtrip_and_stable_ids(db_url: str) -> None:
+    store = Store(db_url)
+    v = vecs(3)
+    ids = store.add_document(doc("d1"), chunks("alpha one", "beta two", "gamma three"), v, "m", ["t1", "t2"])
+    assert ids == sorted(ids) and len(set(ids)) == 3
+    recs = store.get_chunks(ids)
+    assert [recs[i].chunk_index for i in ids] == [0, 1, 2]
+    assert recs[ids[1]].content == "beta two"
+    assert recs[ids[0]].tags == ("t1", "t2")
+    assert recs[ids[0]].created_at == NOW
+    found, matrix = store.vectors_for(ids, "m")
+    assert found.tolist() == ids
+    np.testing.assert_array_equal(matrix, v)  # float32 stored bit-exactly
+    assert store.get_document("d1") is not None
+    assert store.counts() == {"documents": 1, "chunks": 3}
+    more = store.add_document(doc("d2", source="other"), chunks("delta"), vecs(1), "m")
+    assert more[0] > max(ids)
+    store.close()
+
+
+def test_delete_cascades_and_ids_are_never_reused(db_url: str) -> None:
+    store = Store(db_url)
+    ids = store.add_document(doc("d1"), chunks("a", "b"), vecs(2), "m", ["x"])
+    assert store.delete_document("d1") == 2
+    assert store.get_chunks(ids) == {}
+    assert store.find_by_tag("x") == []
+    assert store.vectors_for(ids, "m")[0].size == 0
+    with pytest.raises(NotFoundError, match="no document"):
+        store.delete_document("d1")
+    again = store.add_document(doc("d1"), chunks("a", "b"), vecs(2), "m")
+    assert min(again) > max(ids)
+    store.close()
+
+
+def test_filters_tags_and_access(db_url: str) -> None:
+    store = Store(db_url)
+    a = store.add_document(doc("p", kt="principle", day=dt.date(2020, 1, 1)), chunks("p0", "p1"), vecs(2), "m", ["core"])
+    b = store.add_document(doc("n", kt="news", source="s2", day=dt.date(2026, 1, 1)), chunks("n0"), vecs(1), "m", ["core", "x"])
+    assert store.filter_ids(SearchFilters(knowledge_types=("news",))).tolist() == b
+    assert store.filter_ids(SearchFilters(tags=("core", "x"))).tolist() == b
+    assert store.filter_ids(SearchFilters(tags=("core",))).tolist() == a + b
+    assert store.filter_ids(SearchFilters(doc_ids=("p",))).tolist() == a
+    window = SearchFilters(source_date_from=dt.date(2025, 1, 1), source_date_to=dt.date(2026, 6, 1))
+    assert store.filter_ids(window).tolist() == b
+    assert [c.id for c in store.find_by_tag("x")] == b
+    assert store.ids_above(a[-1]) == b
+
+    rec = store.set_chunk_tags("p", 1, importance=0.9, knowledge_type="paper", tags=["new"])
+    assert (rec.importance, rec.knowledge_type, rec.tags) == (0.9, "paper", ("new",))
+    assert store.find_by_tag("new")[0].id == a[1]
+    with pytest.raises(NotFoundError):
+        store.set_chunk_tags("p", 7, importance=0.1)
+
+    store.record_access([a[0], a[0]])
+    store.record_access([a[0]], when=NOW)
+    rec0 = store.get_chunks([a[0]])[a[0]]
+    assert rec0.access_count == 2 and rec0.last_accessed_at == NOW
+    store.close()
+
+
+def test_vectors_by_content_and_model_guard(db_url: str) -> None:
+    store = Store(db_url)
+    v = vecs(2)
+    store.add_document(doc("d"), chunks("same text", "other"), v, "m")
+    from memory_pipeline.store import content_sha
+
+    known = store.vectors_by_content([content_sha("same text"), content_sha("unknown")], "m")
+    assert list(known) == [content_sha("same text")]
+    np.testing.assert_array_equal(known[content_sha("same text")], v[0])
+    store.check_model("m", 4)
+    with pytest.raises(ModelMismatchError, match="dim 4"):
+        store.check_model("other-model", 4)
+    with pytest.raises(ModelMismatchError):
+        store.check_model("m", 8)
+    batches = list(store.iter_vectors("m", batch_size=1))
+    assert [b[0].tolist() for b in batches] == [[1], [2]] or len(batches) == 2
+    store.close()
+
+
+def test_replace_is_one_transaction(db_url: str) -> None:
+    store = Store(db_url)
+    store.add_document(doc("old", source="file.md"), chunks("v1"), vecs(1), "m")
+    store.add_document(doc("new", source="file.md"), chunks("v2", "v2b"), vecs(2), "m", replace=["old"])
+    assert [d.doc_id for d in store.documents_by_source("file.md")] == ["new"]
+    # a failing write leaves nothing behind
+    with pytest.raises(sa.exc.IntegrityError):
+        store.add_document(doc("new", source="file.md"), chunks("dup"), vecs(1), "m", replace=[])
+    assert store.counts() == {"documents": 1, "chunks": 2}
+    store.close()
+
+
+def test_sqlite_pragmas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = Store(f"sqlite:///{tmp_path / 'x.db'}")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    store.close()
