@@ -101,7 +101,7 @@ class IndexWriter:
                 watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
                 created_at=v.now_iso(), kind="update", parent=manifest.version,
             )
-            del sparse
+            sparse.close()
             v.publish(self.root, tmp, new)
             return self._finish(new, len(add_ids), len(removed), started)
 
@@ -138,7 +138,7 @@ class IndexWriter:
             watermark=int(ids.max()) if len(ids) else 0, created_at=v.now_iso(),
             kind="rebuild", parent=parent,
         )
-        del sparse
+        sparse.close()
         v.publish(self.root, tmp, manifest)
         return self._finish(manifest, len(ids), 0, started)
 
