@@ -70,12 +70,23 @@ def fill(system: MemorySystem, n: int, seed: int, prefix: str) -> None:
     for start in range(0, n, CHUNKS_PER_DOC):
         part = texts[start : start + CHUNKS_PER_DOC]
         doc = DocumentInfo(
-            doc_id=f"{prefix}{start:08d}", source=f"bench://{prefix}{start}", title="bench",
-            fmt="text", content_hash="x", normalized_hash="x", byte_size=1, knowledge_type="paper",
-            importance=None, source_date=None, source_date_rule=None, created_at=now_utc(),
+            doc_id=f"{prefix}{start:08d}",
+            source=f"bench://{prefix}{start}",
+            title="bench",
+            fmt="text",
+            content_hash="x",
+            normalized_hash="x",
+            byte_size=1,
+            knowledge_type="paper",
+            importance=None,
+            source_date=None,
+            source_date_rule=None,
+            created_at=now_utc(),
         )
         chunks = [NewChunk(i, t, 60) for i, t in enumerate(part)]
-        system.store.add_document(doc, chunks, vecs[start : start + len(part)], RandomEmbedder.model_id)
+        system.store.add_document(
+            doc, chunks, vecs[start : start + len(part)], RandomEmbedder.model_id
+        )
 
 
 def timed(fn) -> float:  # type: ignore[no-untyped-def]
@@ -88,7 +99,8 @@ def bench_scale(n: int, workdir: Path, queries: int) -> dict[str, float]:
     root = workdir / f"n{n}"
     root.mkdir()
     system = MemorySystem(
-        Settings(db_path=root / "m.db", index_path=root / "idx", model_cache=root), embedder=RandomEmbedder()
+        Settings(db_path=root / "m.db", index_path=root / "idx", model_cache=root),
+        embedder=RandomEmbedder(),
     )
     fill(system, n, seed=n, prefix="base")
     out: dict[str, float] = {"chunks": n}
@@ -100,7 +112,9 @@ def bench_scale(n: int, workdir: Path, queries: int) -> dict[str, float]:
     out["update_100_s"] = statistics.median(updates)
     out["rebuild_after_s"] = timed(system.rebuild_index)
 
-    texts = system.store.contents(system.store.all_ids()[:: max(1, n // queries)][:queries].tolist())
+    texts = system.store.contents(
+        system.store.all_ids()[:: max(1, n // queries)][:queries].tolist()
+    )
     qs = [" ".join(t.split()[:8]) for t in texts.values()]
     qvecs = [system.embedder.embed_query(q) for q in qs]
     params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
@@ -191,8 +205,13 @@ def bench_real_ingest(workdir: Path, docs: int) -> dict[str, float]:
     total = timed(lambda: system.ingest(files, update_index=True))
     chunks = system.store.counts()["chunks"]
     system.close()
-    return {"docs": docs, "chunks": chunks, "total_s": total, "forward_s": forward,
-            "outside_share": (total - forward) / total}
+    return {
+        "docs": docs,
+        "chunks": chunks,
+        "total_s": total,
+        "forward_s": forward,
+        "outside_share": (total - forward) / total,
+    }
 
 
 def main() -> None:
@@ -216,15 +235,21 @@ def main() -> None:
         ratio = big["update_100_s"] / small["update_100_s"]
         print(f"update cost ratio {max(sizes)}/{min(sizes)}: {ratio:.2f}x  (target ≤ 2x)")
 
-        print("\n== hybrid query, top-10 of top-50 per side, no query embedding, no cross-encoder ==")
+        print(
+            "\n== hybrid query, top-10 of top-50 per side, no query embedding, no cross-encoder =="
+        )
         for n, r in scales.items():
             stages = ", ".join(
                 f"{k[6:-7]} {v:.2f}" for k, v in r.items() if k.startswith("stage_") and v >= 0.05
             )
-            print(f"{n:>8} chunks: p50 {r['query_p50_ms']:.2f} ms, p95 {r['query_p95_ms']:.2f} ms  [{stages}]")
+            print(
+                f"{n:>8} chunks: p50 {r['query_p50_ms']:.2f} ms, p95 {r['query_p95_ms']:.2f} ms  [{stages}]"
+            )
         build, bm25_p50 = bench_rank_bm25(max(sizes), big["_queries"][: args.bm25_queries])  # type: ignore[index]
-        print(f"rank_bm25 BM25Okapi at {max(sizes)}: p50 {bm25_p50:.1f} ms per query "
-              f"(sparse side only; build {build:.1f}s)   target: hybrid p50 ≤ 20 ms")
+        print(
+            f"rank_bm25 BM25Okapi at {max(sizes)}: p50 {bm25_p50:.1f} ms per query "
+            f"(sparse side only; build {build:.1f}s)   target: hybrid p50 ≤ 20 ms"
+        )
 
         imports, open_s, n_dense = bench_cold_open(str(big["index_dir"]))
         print(f"\n== open the published {n_dense}-vector index in a fresh process ==")
@@ -233,14 +258,20 @@ def main() -> None:
             n: {k: v for k, v in r.items() if not k.startswith("_") and k != "index_dir"}
             for n, r in scales.items()
         }
-        results.update(update_ratio=ratio, rank_bm25_p50_ms=bm25_p50, cold_open_s=open_s,
-                       cold_imports_s=imports)
+        results.update(
+            update_ratio=ratio,
+            rank_bm25_p50_ms=bm25_p50,
+            cold_open_s=open_s,
+            cold_imports_s=imports,
+        )
         if args.real_docs:
             real = bench_real_ingest(work, args.real_docs)
             print("\n== ingest with the real default model (multilingual-e5-small) ==")
-            print(f"{real['docs']} docs, {real['chunks']} chunks: total {real['total_s']:.1f}s, "
-                  f"forward passes {real['forward_s']:.1f}s, outside {real['outside_share']:.1%}"
-                  "   target ≤ 15%")
+            print(
+                f"{real['docs']} docs, {real['chunks']} chunks: total {real['total_s']:.1f}s, "
+                f"forward passes {real['forward_s']:.1f}s, outside {real['outside_share']:.1%}"
+                "   target ≤ 15%"
+            )
             results["real_ingest"] = real
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -75,11 +75,15 @@ def _suffixes() -> set[str]:
 def cmd_search(args: argparse.Namespace) -> int:
     system = _system(args)
     filters = SearchFilters(
-        tags=tuple(args.tag or ()), knowledge_types=tuple(args.knowledge_type or ()),
+        tags=tuple(args.tag or ()),
+        knowledge_types=tuple(args.knowledge_type or ()),
         doc_ids=tuple(args.doc_id or ()),
     )
     result = system.query(
-        args.query, top_k=args.top_k, filters=filters, enable_mmr=args.mmr,
+        args.query,
+        top_k=args.top_k,
+        filters=filters,
+        enable_mmr=args.mmr,
         record_access=not args.no_access,
     )
     if args.json:
@@ -101,15 +105,19 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_update(args: argparse.Namespace) -> int:
     r = _system(args).update_index()
-    print(f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}, "
-          f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s")
+    print(
+        f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}, "
+        f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s"
+    )
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     r = _system(args).rebuild_index()
-    print(f"index version {r.version} (rebuild): {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
-          f"{r.seconds:.2f}s")
+    print(
+        f"index version {r.version} (rebuild): {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
+        f"{r.seconds:.2f}s"
+    )
     return 0
 
 
@@ -143,14 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--index", help="index folder (default: indices)")
     common.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql://…")
     common.add_argument(
-        "--model", help="embedding model name or path (default: multilingual-e5-small; "
+        "--model",
+        help="embedding model name or path (default: multilingual-e5-small; "
         "'hashing' for a fast non-semantic test embedder)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", parents=[common], help="ingest files (md, txt, pdf, html)")
     p.add_argument("paths", nargs="+", help="files, or folders with --recursive")
-    p.add_argument("-r", "--recursive", action="store_true", help="ingest supported files in folders")
+    p.add_argument(
+        "-r", "--recursive", action="store_true", help="ingest supported files in folders"
+    )
     p.add_argument("--knowledge-type", choices=[k.value for k in KnowledgeType])
     p.add_argument("--importance", type=float, help="0..1")
     p.add_argument("--tag", action="append", help="tag every chunk (repeatable)")
@@ -184,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:

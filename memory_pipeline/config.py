@@ -71,5 +71,7 @@ class Settings:
                 try:
                     values[key] = int(env[name])
                 except ValueError as exc:
-                    raise InvalidInputError(f"{name} must be an integer, got {env[name]!r}") from exc
+                    raise InvalidInputError(
+                        f"{name} must be an integer, got {env[name]!r}"
+                    ) from exc
         return replace(s, **values)

@@ -37,7 +37,7 @@ class ChunkMetadata(BaseModel):
         if value is None:
             return ()
         if isinstance(value, str) or not isinstance(value, list | tuple):
-            raise ValueError("tags must be a list of strings, e.g. [\"project:x\", \"design\"]")
+            raise ValueError('tags must be a list of strings, e.g. ["project:x", "design"]')
         for tag in value:
             if not isinstance(tag, str) or not tag.strip():
                 raise ValueError(f"every tag must be a non-empty string; got {tag!r}")
@@ -58,7 +58,9 @@ def validate_metadata(raw: dict[str, Any] | ChunkMetadata | None) -> ChunkMetada
     if isinstance(raw, ChunkMetadata):
         return raw
     if not isinstance(raw, dict):
-        raise InvalidInputError(f"metadata must be a mapping of field to value, got {type(raw).__name__}")
+        raise InvalidInputError(
+            f"metadata must be a mapping of field to value, got {type(raw).__name__}"
+        )
     try:
         return ChunkMetadata.model_validate(raw)
     except ValidationError as exc:

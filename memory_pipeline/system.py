@@ -18,7 +18,12 @@ from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.index.manager import IndexWriter
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.ingest.chunking import chunk_document
-from memory_pipeline.ingest.loaders import LoadedDocument, load_file, load_text, normalized_content_hash
+from memory_pipeline.ingest.loaders import (
+    LoadedDocument,
+    load_file,
+    load_text,
+    normalized_content_hash,
+)
 from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
 from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
 from memory_pipeline.search.rerank import Reranker, load_reranker
@@ -61,13 +66,7 @@ class MemorySystem:
         self.settings = settings
         settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url)
-        if embedder is None:
-            from memory_pipeline.embedding.st import SentenceTransformerEmbedder
-
-            embedder = SentenceTransformerEmbedder(
-                settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
-            )
-        self.embedder = embedder
+        self.embedder: Embedder = embedder or self._default_embedder(settings)
         if reranker is not None:
             self.reranker: Reranker | None = reranker
             self.reranker_status = f"cross-encoder {reranker.name}"
@@ -75,10 +74,21 @@ class MemorySystem:
             self.reranker, self.reranker_status = load_reranker(settings.reranker)
         self.reader = IndexReader(settings.index_path)
         self.writer = IndexWriter(
-            self.store, settings.index_path, embedder.model_id, ivf_threshold=settings.ivf_threshold
+            self.store,
+            settings.index_path,
+            self.embedder.model_id,
+            ivf_threshold=settings.ivf_threshold,
         )
         self.searcher = HybridSearcher(
-            self.store, self.reader, embedder, self.reranker, self.reranker_status
+            self.store, self.reader, self.embedder, self.reranker, self.reranker_status
+        )
+
+    @staticmethod
+    def _default_embedder(settings: Settings) -> Embedder:
+        from memory_pipeline.embedding.st import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(
+            settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
         )
 
     def close(self) -> None:
@@ -108,7 +118,12 @@ class MemorySystem:
         return results
 
     def ingest_text(
-        self, text: str, title: str, metadata: dict[str, Any] | None = None, *, update_index: bool = False
+        self,
+        text: str,
+        title: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        update_index: bool = False,
     ) -> IngestResult:
         meta = validate_metadata(metadata)
         result = self._store_document(self._prepare(load_text(text, title), meta))
@@ -120,8 +135,9 @@ class MemorySystem:
         fm = {k: v for k, v in loaded.front_matter.items() if k in _FRONT_MATTER_FIELDS}
         if "date" in loaded.front_matter and "source_date" not in fm:
             fm["source_date"] = loaded.front_matter["date"]
-        if isinstance(fm.get("source_date"), dt.datetime):
-            fm["source_date"] = fm["source_date"].date()  # type: ignore[union-attr]
+        stamp = fm.get("source_date")
+        if isinstance(stamp, dt.datetime):
+            fm["source_date"] = stamp.date()
         try:
             from_file = validate_metadata(fm)
         except InvalidInputError as exc:
@@ -141,14 +157,20 @@ class MemorySystem:
         existing = self.store.get_document(doc_id)
         if existing is not None:
             return IngestResult(
-                source=loaded.source, doc_id=doc_id, status="unchanged", chunks=existing.n_chunks,
-                embedded=0, reused_vectors=0,
+                source=loaded.source,
+                doc_id=doc_id,
+                status="unchanged",
+                chunks=existing.n_chunks,
+                embedded=0,
+                reused_vectors=0,
                 message=f"identical content is already stored as {doc_id}; nothing to do",
             )
         older = [d.doc_id for d in self.store.documents_by_source(loaded.source)]
         pieces = chunk_document(
-            loaded.text, token_counter=self.embedder.count_tokens,
-            max_chunk_size=self.settings.max_chunk_size, overlap=self.settings.chunk_overlap,
+            loaded.text,
+            token_counter=self.embedder.count_tokens,
+            max_chunk_size=self.settings.max_chunk_size,
+            overlap=self.settings.chunk_overlap,
             fmt=loaded.fmt,
         )
         if not pieces:
@@ -157,17 +179,29 @@ class MemorySystem:
         vectors, reused = self._vectors_for(chunks, progress=progress)
         now = now_utc()
         info = DocumentInfo(
-            doc_id=doc_id, source=loaded.source, title=meta.title or loaded.title, fmt=loaded.fmt,
+            doc_id=doc_id,
+            source=loaded.source,
+            title=meta.title or loaded.title,
+            fmt=loaded.fmt,
             content_hash=hashlib.sha256(loaded.raw).hexdigest(),
-            normalized_hash=normalized_content_hash(loaded.text), byte_size=len(loaded.raw),
+            normalized_hash=normalized_content_hash(loaded.text),
+            byte_size=len(loaded.raw),
             knowledge_type=meta.knowledge_type.value if meta.knowledge_type else None,
-            importance=meta.importance, source_date=meta.source_date,
-            source_date_rule=prepared.source_date_rule, created_at=now,
+            importance=meta.importance,
+            source_date=meta.source_date,
+            source_date_rule=prepared.source_date_rule,
+            created_at=now,
         )
-        self.store.add_document(info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older)
+        self.store.add_document(
+            info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older
+        )
         return IngestResult(
-            source=loaded.source, doc_id=doc_id, status="replaced" if older else "ingested",
-            chunks=len(chunks), embedded=len(chunks) - reused, reused_vectors=reused,
+            source=loaded.source,
+            doc_id=doc_id,
+            status="replaced" if older else "ingested",
+            chunks=len(chunks),
+            embedded=len(chunks) - reused,
+            reused_vectors=reused,
             replaced_doc_id=older[0] if older else None,
         )
 
@@ -200,8 +234,13 @@ class MemorySystem:
         record_access: bool = True,
     ) -> SearchResult:
         params = SearchParams(
-            top_k=top_k, top_n=self.settings.top_n, rrf_k=self.settings.rrf_k, enable_mmr=enable_mmr,
-            mmr_lambda=mmr_lambda, use_reranker=use_reranker, record_access=record_access,
+            top_k=top_k,
+            top_n=self.settings.top_n,
+            rrf_k=self.settings.rrf_k,
+            enable_mmr=enable_mmr,
+            mmr_lambda=mmr_lambda,
+            use_reranker=use_reranker,
+            record_access=record_access,
         )
         return self.searcher.search(query, filters, params)
 
@@ -237,7 +276,9 @@ class MemorySystem:
         if window < 0:
             raise InvalidInputError(f"window must be ≥ 0, got {window}")
         if not any(c.chunk_index == chunk_index for c in chunks):
-            raise NotFoundError(f"document {doc_id!r} has chunks 0..{len(chunks) - 1}, not {chunk_index}")
+            raise NotFoundError(
+                f"document {doc_id!r} has chunks 0..{len(chunks) - 1}, not {chunk_index}"
+            )
         return [c for c in chunks if abs(c.chunk_index - chunk_index) <= window]
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
@@ -246,7 +287,12 @@ class MemorySystem:
         return self.store.find_by_tag(tag.strip())
 
     def set_chunk_tags(
-        self, doc_id: str, chunk_index: int, *, importance: Any = ..., knowledge_type: Any = ...,
+        self,
+        doc_id: str,
+        chunk_index: int,
+        *,
+        importance: Any = ...,
+        knowledge_type: Any = ...,
         tags: Sequence[str] | None = None,
     ) -> ChunkRecord:
         """Change memory fields of one chunk; takes effect in the next search, vectors untouched."""

@@ -101,7 +101,7 @@ class SearchResult:
             block = f"{header}\n{hit.content.strip()}\n"
             if used + len(block) > max_chars:
                 room = max_chars - used - len(header) - 5
-                if room > 80:
+                if room >= min(80, max_chars // 4):
                     parts.append(f"{header}\n{hit.content.strip()[:room]}…\n")
                 break
             parts.append(block)

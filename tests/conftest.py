@@ -37,7 +37,9 @@ def pg_available() -> bool:
     except Exception as exc:
         if REQUIRE_PG:
             pytest.fail(f"PostgreSQL is required here but not reachable at {PG_SOCKET}: {exc}")
-        pytest.skip(f"no PostgreSQL server reachable at {PG_SOCKET} ({exc}); start it with scripts/start-postgres.sh")
+        pytest.skip(
+            f"no PostgreSQL server reachable at {PG_SOCKET} ({exc}); start it with scripts/start-postgres.sh"
+        )
     return False
 
 
@@ -64,8 +66,11 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     base = Settings(
-        db_path=tmp_path / "memory.db", index_path=tmp_path / "indices",
-        model_cache=tmp_path / "models", max_chunk_size=64, chunk_overlap=8,
+        db_path=tmp_path / "memory.db",
+        index_path=tmp_path / "indices",
+        model_cache=tmp_path / "models",
+        max_chunk_size=64,
+        chunk_overlap=8,
     )
     return base.with_overrides(**overrides)
 

@@ -38,14 +38,24 @@ def _file(name: str, data: bytes) -> Callable[[Path], Path]:
 
 
 CASES: list[tuple[str, Callable[[Path], Any], dict[str, Any] | None, str]] = [
-    ("missing path", lambda t: t / "nope.md", None, "does not exist"),
+    ("missing path", lambda t: t / "nope.md", None, "no such file"),
     ("directory", lambda t: t, None, "directory"),
     ("binary", _file("bin.md", b"\x00\x01\x02PNG\x00" * 50), None, "binary"),
-    ("invalid utf-8", _file("bad.txt", "caf\u00e9 ok ".encode() + b"\xff\xfe broken"), None, "UTF-8"),
+    (
+        "invalid utf-8",
+        _file("bad.txt", "caf\u00e9 ok ".encode() + b"\xff\xfe broken"),
+        None,
+        "UTF-8",
+    ),
     ("empty", _file("empty.md", b"   \n"), None, "empty"),
     ("50 MB", _big, None, "MB"),
     ("importance 1.5", _file("ok.md", b"# ok\n\nfine text"), {"importance": 1.5}, "importance"),
-    ("unknown type", _file("ok.md", b"# ok\n\nfine text"), {"knowledge_type": "blog"}, "knowledge_type"),
+    (
+        "unknown type",
+        _file("ok.md", b"# ok\n\nfine text"),
+        {"knowledge_type": "blog"},
+        "knowledge_type",
+    ),
     ("tags a string", _file("ok.md", b"# ok\n\nfine text"), {"tags": "design"}, "tags"),
     ("tags not strings", _file("ok.md", b"# ok\n\nfine text"), {"tags": ["a", 3]}, "tag"),
 ]
@@ -53,8 +63,12 @@ CASES: list[tuple[str, Callable[[Path], Any], dict[str, Any] | None, str]] = [
 
 @pytest.mark.parametrize(("case", "make", "metadata", "needle"), CASES, ids=[c[0] for c in CASES])
 def test_bad_input_changes_nothing(
-    system: MemorySystem, tmp_path: Path, case: str, make: Callable[[Path], Path],
-    metadata: dict[str, Any] | None, needle: str,
+    system: MemorySystem,
+    tmp_path: Path,
+    case: str,
+    make: Callable[[Path], Path],
+    metadata: dict[str, Any] | None,
+    needle: str,
 ) -> None:
     good = tmp_path / "good.md"
     good.write_text("# Good\n\nA perfectly good document about memory.", encoding="utf-8")

@@ -242,7 +242,7 @@ def test_too_large_is_rejected_from_stat_without_reading(
 
     monkeypatch.setattr(Path, "open", no_open)
     with pytest.raises(
-        InvalidInputError, match=r"big\.txt is 101 bytes, over the limit of 100 bytes"
+        InvalidInputError, match=r"big\.txt is 0\.0 MB \(101 bytes\), over the 0\.0 MB limit"
     ):
         load_file(path, max_bytes=100)
 

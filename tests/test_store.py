@@ -18,11 +18,22 @@ from memory_pipeline.types import DocumentInfo, NewChunk, SearchFilters
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
-def doc(doc_id: str, *, kt: str | None = "paper", source: str = "src", day: dt.date | None = None) -> DocumentInfo:
+def doc(
+    doc_id: str, *, kt: str | None = "paper", source: str = "src", day: dt.date | None = None
+) -> DocumentInfo:
     return DocumentInfo(
-        doc_id=doc_id, source=source, title=f"title {doc_id}", fmt="markdown", content_hash="c" * 64,
-        normalized_hash="n" * 64, byte_size=10, knowledge_type=kt, importance=0.5, source_date=day,
-        source_date_rule="metadata" if day else None, created_at=NOW,
+        doc_id=doc_id,
+        source=source,
+        title=f"title {doc_id}",
+        fmt="markdown",
+        content_hash="c" * 64,
+        normalized_hash="n" * 64,
+        byte_size=10,
+        knowledge_type=kt,
+        importance=0.5,
+        source_date=day,
+        source_date_rule="metadata" if day else None,
+        created_at=NOW,
     )
 
 
@@ -46,7 +57,9 @@ def test_migrations_create_exactly_the_schema(db_url: str) -> None:
 def test_document_roundtrip_and_stable_ids(db_url: str) -> None:
     store = Store(db_url)
     v = vecs(3)
-    ids = store.add_document(doc("d1"), chunks("alpha one", "beta two", "gamma three"), v, "m", ["t1", "t2"])
+    ids = store.add_document(
+        doc("d1"), chunks("alpha one", "beta two", "gamma three"), v, "m", ["t1", "t2"]
+    )
     assert ids == sorted(ids) and len(set(ids)) == 3
     recs = store.get_chunks(ids)
     assert [recs[i].chunk_index for i in ids] == [0, 1, 2]
@@ -79,8 +92,20 @@ def test_delete_cascades_and_ids_are_never_reused(db_url: str) -> None:
 
 def test_filters_tags_and_access(db_url: str) -> None:
     store = Store(db_url)
-    a = store.add_document(doc("p", kt="principle", day=dt.date(2020, 1, 1)), chunks("p0", "p1"), vecs(2), "m", ["core"])
-    b = store.add_document(doc("n", kt="news", source="s2", day=dt.date(2026, 1, 1)), chunks("n0"), vecs(1), "m", ["core", "x"])
+    a = store.add_document(
+        doc("p", kt="principle", day=dt.date(2020, 1, 1)),
+        chunks("p0", "p1"),
+        vecs(2),
+        "m",
+        ["core"],
+    )
+    b = store.add_document(
+        doc("n", kt="news", source="s2", day=dt.date(2026, 1, 1)),
+        chunks("n0"),
+        vecs(1),
+        "m",
+        ["core", "x"],
+    )
     assert store.filter_ids(SearchFilters(knowledge_types=("news",))).tolist() == b
     assert store.filter_ids(SearchFilters(tags=("core", "x"))).tolist() == b
     assert store.filter_ids(SearchFilters(tags=("core",))).tolist() == a + b
@@ -125,7 +150,9 @@ def test_vectors_by_content_and_model_guard(db_url: str) -> None:
 def test_replace_is_one_transaction(db_url: str) -> None:
     store = Store(db_url)
     store.add_document(doc("old", source="file.md"), chunks("v1"), vecs(1), "m")
-    store.add_document(doc("new", source="file.md"), chunks("v2", "v2b"), vecs(2), "m", replace=["old"])
+    store.add_document(
+        doc("new", source="file.md"), chunks("v2", "v2b"), vecs(2), "m", replace=["old"]
+    )
     assert [d.doc_id for d in store.documents_by_source("file.md")] == ["new"]
     # a failing write leaves nothing behind
     with pytest.raises(sa.exc.IntegrityError):

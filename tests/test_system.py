@@ -81,7 +81,9 @@ def test_unindexed_chunks_are_searchable_and_deleted_never_returned(
     assert res.stats.orphan_index_entries == 0
 
 
-def test_update_is_incremental_and_rebuild_reuses_vectors(system: MemorySystem, corpus: list[Path], tmp_path: Path) -> None:
+def test_update_is_incremental_and_rebuild_reuses_vectors(
+    system: MemorySystem, corpus: list[Path], tmp_path: Path
+) -> None:
     system.ingest(corpus[:2])
     first = system.reader.current()
     assert first is not None and len(first.segments) == 1
@@ -96,7 +98,9 @@ def test_update_is_incremental_and_rebuild_reuses_vectors(system: MemorySystem, 
 
     calls = []
     original = system.embedder.embed_documents
-    system.embedder.embed_documents = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)  # type: ignore[method-assign]
+    system.embedder.embed_documents = lambda texts, **kw: (
+        calls.append(len(texts)) or original(texts, **kw)
+    )  # type: ignore[method-assign]
     before = system.query("inverse document frequency", top_k=3, record_access=False)
     rebuilt = system.rebuild_index()
     assert rebuilt.kind == "rebuild" and calls == []
@@ -110,7 +114,11 @@ def test_update_is_incremental_and_rebuild_reuses_vectors(system: MemorySystem, 
 def test_filters_apply_before_the_top_n_cut(tmp_path: Path) -> None:
     system = MemorySystem(make_settings(tmp_path, top_n=5), embedder=HashingEmbedder())
     for i in range(30):
-        write(tmp_path, f"crowd{i}.md", f"# Crowd {i}\n\nmemory retrieval ranking memory retrieval {i}")
+        write(
+            tmp_path,
+            f"crowd{i}.md",
+            f"# Crowd {i}\n\nmemory retrieval ranking memory retrieval {i}",
+        )
     crowd = sorted((tmp_path / "docs").glob("crowd*.md"))
     system.ingest(crowd, {"knowledge_type": "paper"})
     rare = write(tmp_path, "rare.md", "# Rare\n\nA note on memory with other words entirely.")
@@ -128,11 +136,15 @@ def test_tags_change_without_touching_the_index(system: MemorySystem, corpus: li
     version_dir = system.reader.current().path  # type: ignore[union-attr]
     before = {p: p.stat().st_mtime_ns for p in version_dir.rglob("*") if p.is_file()}
     hit = system.query("FAISS flat", top_k=1).hits[0]
-    system.set_chunk_tags(hit.doc_id, hit.chunk_index, importance=0.9, knowledge_type="principle", tags=["core"])
+    system.set_chunk_tags(
+        hit.doc_id, hit.chunk_index, importance=0.9, knowledge_type="principle", tags=["core"]
+    )
     res = system.query("FAISS flat", top_k=1, filters=SearchFilters(tags=("core",)))
     assert res.hits[0].chunk_id == hit.chunk_id and res.hits[0].importance == 0.9
     assert res.hits[0].knowledge_type == "principle"
-    assert [c.chunk_id if hasattr(c, "chunk_id") else c.id for c in system.find_by_tag("core")] == [hit.chunk_id]
+    assert [c.chunk_id if hasattr(c, "chunk_id") else c.id for c in system.find_by_tag("core")] == [
+        hit.chunk_id
+    ]
     after = {p: p.stat().st_mtime_ns for p in version_dir.rglob("*") if p.is_file()}
     assert before == after
     with pytest.raises(InvalidInputError, match="importance"):
@@ -141,7 +153,9 @@ def test_tags_change_without_touching_the_index(system: MemorySystem, corpus: li
         system.set_chunk_tags(hit.doc_id, hit.chunk_index, knowledge_type="blog")
 
 
-def test_access_counts_document_chunks_and_context(system: MemorySystem, corpus: list[Path]) -> None:
+def test_access_counts_document_chunks_and_context(
+    system: MemorySystem, corpus: list[Path]
+) -> None:
     system.ingest(corpus)
     res = system.query("BM25 ranks documents", top_k=2)
     first = res.hits[0]
@@ -158,7 +172,9 @@ def test_access_counts_document_chunks_and_context(system: MemorySystem, corpus:
     assert np.isclose(np.linalg.norm(system.embed("hello")), 1.0)
 
 
-def test_a_second_reader_sees_new_versions_without_restart(system: MemorySystem, corpus: list[Path]) -> None:
+def test_a_second_reader_sees_new_versions_without_restart(
+    system: MemorySystem, corpus: list[Path]
+) -> None:
     reader = IndexReader(system.settings.index_path)
     assert reader.current() is None
     system.ingest(corpus[:1])
@@ -170,7 +186,9 @@ def test_a_second_reader_sees_new_versions_without_restart(system: MemorySystem,
     assert v2.segments[0] is v1.segments[0]  # shared segment not reloaded
 
 
-def test_model_mismatch_is_refused(system: MemorySystem, corpus: list[Path], tmp_path: Path) -> None:
+def test_model_mismatch_is_refused(
+    system: MemorySystem, corpus: list[Path], tmp_path: Path
+) -> None:
     system.ingest(corpus)
     other = MemorySystem(system.settings, embedder=HashingEmbedder(dim=64))
     with pytest.raises(ModelMismatchError, match="hashing-bow-384"):
@@ -200,7 +218,8 @@ def test_changed_file_replaces_its_document(system: MemorySystem, tmp_path: Path
 
 def test_front_matter_metadata(system: MemorySystem, tmp_path: Path) -> None:
     path = write(
-        tmp_path, "fm.md",
+        tmp_path,
+        "fm.md",
         "---\ntitle: Rules\nknowledge_type: principle\nimportance: 0.8\ntags: [core]\ndate: 2024-05-01\n---\n# Rules\n\nAlways measure.",
     )
     system.ingest([path])

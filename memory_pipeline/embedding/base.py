@@ -15,9 +15,14 @@ from memory_pipeline.index.tokenizer import tokenize
 class Embedder(Protocol):
     """Turns text into unit vectors. ``model_id`` names the embedding space."""
 
-    model_id: str
-    dim: int
-    max_tokens: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
 
     def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray: ...
 

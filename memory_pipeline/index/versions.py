@@ -68,7 +68,9 @@ class Manifest:
     def from_json(cls, text: str) -> Manifest:
         data = json.loads(text)
         if data.get("format") != FORMAT:
-            raise IndexError_(f"index format {data.get('format')} is not supported; run rebuild-index")
+            raise IndexError_(
+                f"index format {data.get('format')} is not supported; run rebuild-index"
+            )
         data["segments"] = [SegmentInfo(**s) for s in data["segments"]]
         return cls(**data)
 

@@ -150,8 +150,8 @@ def normalized_content_hash(text: str) -> str:
 
 def _too_large(path: Path, size: int, max_bytes: int) -> str:
     return (
-        f"{path} is {size} bytes, over the limit of {max_bytes} bytes; "
-        "split it into smaller files or raise max_bytes"
+        f"{path} is {size / 2**20:.1f} MB ({size} bytes), over the {max_bytes / 2**20:.1f} MB "
+        "limit; split it into smaller files or raise the limit (HYBRID_RAG_MAX_FILE_BYTES)"
     )
 
 

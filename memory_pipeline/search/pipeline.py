@@ -61,8 +61,12 @@ class _Timer:
 
 class HybridSearcher:
     def __init__(
-        self, store: Store, reader: IndexReader, embedder: Embedder,
-        reranker: Reranker | None, reranker_status: str,
+        self,
+        store: Store,
+        reader: IndexReader,
+        embedder: Embedder,
+        reranker: Reranker | None,
+        reranker_status: str,
     ) -> None:
         self.store = store
         self.reader = reader
@@ -71,8 +75,12 @@ class HybridSearcher:
         self.reranker_status = reranker_status
 
     def search(
-        self, query: str, filters: SearchFilters | None = None, params: SearchParams | None = None,
-        *, query_vector: np.ndarray | None = None,
+        self,
+        query: str,
+        filters: SearchFilters | None = None,
+        params: SearchParams | None = None,
+        *,
+        query_vector: np.ndarray | None = None,
     ) -> SearchResult:
         params = params or SearchParams()
         params.validate()
@@ -141,8 +149,11 @@ class HybridSearcher:
                 by_id = {int(i): v for i, v in zip(ids, vecs, strict=True)}
                 usable = [r for r in pool if r.id in by_id]
                 chosen = mmr_select(
-                    [r.id for r in usable], [final[r.id] for r in usable],
-                    np.stack([by_id[r.id] for r in usable]), k=params.top_k, lambda_=params.mmr_lambda,
+                    [r.id for r in usable],
+                    [final[r.id] for r in usable],
+                    np.stack([by_id[r.id] for r in usable]),
+                    k=params.top_k,
+                    lambda_=params.mmr_lambda,
                 )
                 order = {cid: i for i, cid in enumerate(chosen)}
                 pool = sorted((r for r in usable if r.id in order), key=lambda r: order[r.id])
@@ -150,14 +161,24 @@ class HybridSearcher:
         top = pool[: params.top_k]
         hits = [
             SearchHit(
-                chunk_id=r.id, doc_id=r.doc_id, chunk_index=r.chunk_index, content=r.content,
-                knowledge_type=r.knowledge_type, importance=r.importance, tags=list(r.tags),
-                access_count=r.access_count, created_at=r.created_at, source_date=r.source_date,
+                chunk_id=r.id,
+                doc_id=r.doc_id,
+                chunk_index=r.chunk_index,
+                content=r.content,
+                knowledge_type=r.knowledge_type,
+                importance=r.importance,
+                tags=list(r.tags),
+                access_count=r.access_count,
+                created_at=r.created_at,
+                source_date=r.source_date,
                 score=float(final[r.id]),
                 stage_scores={
-                    "dense": dense_map.get(r.id), "dense_rank": dense_rank.get(r.id),
-                    "sparse": sparse_map.get(r.id), "sparse_rank": sparse_rank.get(r.id),
-                    "rrf": scores[r.id], "cross_encoder": ce_scores.get(r.id),
+                    "dense": dense_map.get(r.id),
+                    "dense_rank": dense_rank.get(r.id),
+                    "sparse": sparse_map.get(r.id),
+                    "sparse_rank": sparse_rank.get(r.id),
+                    "rrf": scores[r.id],
+                    "cross_encoder": ce_scores.get(r.id),
                 },
             )
             for r in top
@@ -182,7 +203,10 @@ class HybridSearcher:
             )
 
     def _unindexed(
-        self, version: LoadedVersion | None, qvec: np.ndarray, tokens: list[str],
+        self,
+        version: LoadedVersion | None,
+        qvec: np.ndarray,
+        tokens: list[str],
         allowed: np.ndarray | None,
     ) -> tuple[Ranked, Ranked, int]:
         """Score live chunks newer than the published version, so ingest is searchable at once."""
@@ -193,7 +217,11 @@ class HybridSearcher:
         if not ids:
             return [], [], 0
         found, vecs = self.store.vectors_for(ids, self.embedder.model_id)
-        dense = [(int(i), float(s)) for i, s in zip(found, vecs @ qvec, strict=True)] if len(found) else []
+        dense = (
+            [(int(i), float(s)) for i, s in zip(found, vecs @ qvec, strict=True)]
+            if len(found)
+            else []
+        )
         dense.sort(key=lambda p: (-p[1], p[0]))
         contents = self.store.contents(ids)
         docs = [(cid, tokenize(text)) for cid, text in contents.items()]

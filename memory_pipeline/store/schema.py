@@ -39,7 +39,9 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             value = value.replace(tzinfo=dt.UTC)
         return value.astimezone(dt.UTC)
 
-    def process_result_value(self, value: dt.datetime | None, dialect: object) -> dt.datetime | None:
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: object
+    ) -> dt.datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:

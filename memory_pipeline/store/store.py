@@ -92,30 +92,47 @@ class Store:
                 s.execute(sa.delete(Document).where(Document.doc_id == old))
             s.add(
                 Document(
-                    doc_id=doc.doc_id, source=doc.source, title=doc.title, fmt=doc.fmt,
-                    content_hash=doc.content_hash, normalized_hash=doc.normalized_hash,
-                    byte_size=doc.byte_size, knowledge_type=doc.knowledge_type,
-                    importance=doc.importance, source_date=doc.source_date,
-                    source_date_rule=doc.source_date_rule, created_at=doc.created_at,
+                    doc_id=doc.doc_id,
+                    source=doc.source,
+                    title=doc.title,
+                    fmt=doc.fmt,
+                    content_hash=doc.content_hash,
+                    normalized_hash=doc.normalized_hash,
+                    byte_size=doc.byte_size,
+                    knowledge_type=doc.knowledge_type,
+                    importance=doc.importance,
+                    source_date=doc.source_date,
+                    source_date_rule=doc.source_date_rule,
+                    created_at=doc.created_at,
                     n_chunks=len(chunks),
                 )
             )
             s.flush()
             rows = [
                 {
-                    "doc_id": doc.doc_id, "chunk_index": c.chunk_index, "content": c.content,
-                    "content_sha": content_sha(c.content), "token_count": c.token_count,
-                    "knowledge_type": doc.knowledge_type, "importance": doc.importance,
-                    "access_count": 0, "created_at": doc.created_at, "source_date": doc.source_date,
+                    "doc_id": doc.doc_id,
+                    "chunk_index": c.chunk_index,
+                    "content": c.content,
+                    "content_sha": content_sha(c.content),
+                    "token_count": c.token_count,
+                    "knowledge_type": doc.knowledge_type,
+                    "importance": doc.importance,
+                    "access_count": 0,
+                    "created_at": doc.created_at,
+                    "source_date": doc.source_date,
                 }
                 for c in chunks
             ]
             ids: list[int] = []
             for batch in _batched(rows):
-                result = s.execute(sa.insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), list(batch))
+                result = s.execute(
+                    sa.insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), list(batch)
+                )
                 ids.extend(int(i) for i in result.scalars())
             if tags:
-                s.execute(sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags])
+                s.execute(
+                    sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags]
+                )
             if ids:
                 s.execute(
                     sa.insert(Embedding),
@@ -129,10 +146,14 @@ class Store:
     def delete_document(self, doc_id: str) -> int:
         """Delete a document with its chunks, tags and vectors; returns chunks removed."""
         with self.write() as s:
-            n = s.scalar(sa.select(sa.func.count()).select_from(Chunk).where(Chunk.doc_id == doc_id))
+            n = s.scalar(
+                sa.select(sa.func.count()).select_from(Chunk).where(Chunk.doc_id == doc_id)
+            )
             result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
             if result.rowcount == 0:  # type: ignore[attr-defined]
-                raise NotFoundError(f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag")
+                raise NotFoundError(
+                    f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
+                )
             return int(n or 0)
 
     def counts(self) -> dict[str, int]:
@@ -167,7 +188,9 @@ class Store:
         out: dict[int, str] = {}
         with self.read() as s:
             for batch in _batched(list(ids)):
-                for cid, text in s.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch))):
+                for cid, text in s.execute(
+                    sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch))
+                ):
                     out[int(cid)] = text
         return out
 
@@ -181,7 +204,9 @@ class Store:
 
     def ids_above(self, watermark: int) -> list[int]:
         with self.read() as s:
-            return list(s.scalars(sa.select(Chunk.id).where(Chunk.id > watermark).order_by(Chunk.id)))
+            return list(
+                s.scalars(sa.select(Chunk.id).where(Chunk.id > watermark).order_by(Chunk.id))
+            )
 
     def all_ids(self) -> np.ndarray:
         with self.read() as s:
@@ -271,7 +296,9 @@ class Store:
                     blobs.append(blob)
         return np.asarray(found, dtype=np.int64), _stack(blobs)
 
-    def iter_vectors(self, model_id: str, batch_size: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def iter_vectors(
+        self, model_id: str, batch_size: int = 20_000
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every stored vector of a model, by ascending chunk id, in batches."""
         last = -1
         while True:
@@ -322,14 +349,29 @@ class Store:
 
     # ------------------------------------------------------------ index versions
     def record_index_version(
-        self, *, version: int, model_id: str, dim: int, n_dense: int, n_sparse: int,
-        kind: str, added: int, removed: int,
+        self,
+        *,
+        version: int,
+        model_id: str,
+        dim: int,
+        n_dense: int,
+        n_sparse: int,
+        kind: str,
+        added: int,
+        removed: int,
     ) -> None:
         with self.write() as s:
             s.merge(
                 IndexVersion(
-                    version=version, model_id=model_id, dim=dim, n_dense=n_dense, n_sparse=n_sparse,
-                    kind=kind, added=added, removed=removed, created_at=now_utc(),
+                    version=version,
+                    model_id=model_id,
+                    dim=dim,
+                    n_dense=n_dense,
+                    n_sparse=n_sparse,
+                    kind=kind,
+                    added=added,
+                    removed=removed,
+                    created_at=now_utc(),
                 )
             )
 
@@ -350,7 +392,9 @@ def _tags_for(s: Session, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     tags: dict[int, list[str]] = defaultdict(list)
     for batch in _batched(list(ids)):
         for cid, tag in s.execute(
-            sa.select(ChunkTag.chunk_id, ChunkTag.tag).where(ChunkTag.chunk_id.in_(batch)).order_by(ChunkTag.tag)
+            sa.select(ChunkTag.chunk_id, ChunkTag.tag)
+            .where(ChunkTag.chunk_id.in_(batch))
+            .order_by(ChunkTag.tag)
         ):
             tags[int(cid)].append(tag)
     return {k: tuple(v) for k, v in tags.items()}
@@ -358,17 +402,34 @@ def _tags_for(s: Session, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
 
 def _chunk_record(row: Chunk, tags: tuple[str, ...]) -> ChunkRecord:
     return ChunkRecord(
-        id=int(row.id), doc_id=row.doc_id, chunk_index=row.chunk_index, content=row.content,
-        token_count=row.token_count, knowledge_type=row.knowledge_type, importance=row.importance,
-        tags=tags, access_count=row.access_count, last_accessed_at=row.last_accessed_at,
-        created_at=row.created_at, source_date=row.source_date,
+        id=int(row.id),
+        doc_id=row.doc_id,
+        chunk_index=row.chunk_index,
+        content=row.content,
+        token_count=row.token_count,
+        knowledge_type=row.knowledge_type,
+        importance=row.importance,
+        tags=tags,
+        access_count=row.access_count,
+        last_accessed_at=row.last_accessed_at,
+        created_at=row.created_at,
+        source_date=row.source_date,
     )
 
 
 def _doc_info(row: Document) -> DocumentInfo:
     return DocumentInfo(
-        doc_id=row.doc_id, source=row.source, title=row.title, fmt=row.fmt,
-        content_hash=row.content_hash, normalized_hash=row.normalized_hash, byte_size=row.byte_size,
-        knowledge_type=row.knowledge_type, importance=row.importance, source_date=row.source_date,
-        source_date_rule=row.source_date_rule, created_at=row.created_at, n_chunks=row.n_chunks,
+        doc_id=row.doc_id,
+        source=row.source,
+        title=row.title,
+        fmt=row.fmt,
+        content_hash=row.content_hash,
+        normalized_hash=row.normalized_hash,
+        byte_size=row.byte_size,
+        knowledge_type=row.knowledge_type,
+        importance=row.importance,
+        source_date=row.source_date,
+        source_date_rule=row.source_date_rule,
+        created_at=row.created_at,
+        n_chunks=row.n_chunks,
     )

@@ -8,7 +8,9 @@ from memory_pipeline.store.schema import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only when someone runs the alembic CLI by hand
-    raise RuntimeError("run migrations through memory_pipeline.store.Store.open(), not the alembic CLI")
+    raise RuntimeError(
+        "run migrations through memory_pipeline.store.Store.open(), not the alembic CLI"
+    )
 
 context.configure(
     connection=connection,
