@@ -15,7 +15,10 @@ from memory_pipeline.errors import MemoryError_
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.types import SearchFilters
 
-SAMPLE_QUERY = "Why should old news fade from memory while principles stay?"
+SAMPLE_QUERIES = (
+    "Why should old news fade from memory while principles stay?",
+    "チャンクサイズの実験で何が分かった？",
+)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -130,10 +133,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"ingesting {len(files)} sample documents with model {system.settings.model} …")
     for r in system.ingest(files, progress=True):
         print(f"  {r.status:9} {r.chunks:3} chunks  {Path(r.source).name}")
-    query = args.query or SAMPLE_QUERY
-    print(f"\nquery: {query}")
-    for rank, hit in enumerate(system.query(query, top_k=3, record_access=False).hits, 1):
-        print(f"{rank}. ({hit.knowledge_type}) {' '.join(hit.content.split())[:200]}")
+    for query in [args.query] if args.query else SAMPLE_QUERIES:
+        print(f"\nquery: {query}")
+        for rank, hit in enumerate(system.query(query, top_k=3, record_access=False).hits, 1):
+            print(f"{rank}. ({hit.knowledge_type}) {' '.join(hit.content.split())[:160]}")
+    print(
+        f"\nstored in {system.settings.url.split('///')[-1]}, index in {system.settings.index_path}; "
+        'try: memory-pipeline search "your question"'
+    )
     return 0
 
 

@@ -40,6 +40,8 @@ from memory_pipeline.types import (
 
 log = logging.getLogger(__name__)
 
+# A per-document embedding bar only for long documents; the ingest bar covers the rest.
+_EMBED_BAR_MIN = 128
 _FRONT_MATTER_FIELDS = ("knowledge_type", "importance", "tags", "source_date", "title")
 
 
@@ -112,7 +114,12 @@ class MemorySystem:
         prepared = [
             self._prepare(load_file(p, max_bytes=self.settings.max_file_bytes), meta) for p in paths
         ]
-        results = [self._store_document(p, progress=progress) for p in prepared]
+        steps = prepared
+        if progress and len(prepared) > 1:
+            from tqdm import tqdm
+
+            steps = tqdm(prepared, desc="ingest", unit="doc")
+        results = [self._store_document(p, progress=progress) for p in steps]
         if update_index and any(r.status != "unchanged" for r in results):
             self.update_index()
         return results
@@ -210,7 +217,9 @@ class MemorySystem:
         shas = [content_sha(c.content) for c in chunks]
         known = self.store.vectors_by_content(shas, self.embedder.model_id)
         todo = [i for i, sha in enumerate(shas) if sha not in known]
-        fresh = self.embedder.embed_documents([chunks[i].content for i in todo], progress=progress)
+        fresh = self.embedder.embed_documents(
+            [chunks[i].content for i in todo], progress=progress and len(todo) >= _EMBED_BAR_MIN
+        )
         dim = fresh.shape[1] if len(todo) else next(iter(known.values())).shape[0]
         self.store.check_model(self.embedder.model_id, int(dim))
         out = np.zeros((len(chunks), dim), dtype=np.float32)

@@ -82,6 +82,9 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the weight-loading bar is noise on every start
 
         try:
             return SentenceTransformer(self._path, device=self.device, local_files_only=True)

