@@ -41,7 +41,11 @@ class IndexWriter:
 
     # ------------------------------------------------------------------ public
     def update(self) -> IndexUpdateResult:
-        """Add live chunks the published version lacks, drop ones no longer live."""
+        """Take in the store's queued changes: add new chunks, drop deleted ones.
+
+        Reads only the change queue and the published segment ids, so the cost
+        follows the size of the change, not of the corpus.
+        """
         started = time.perf_counter()
         with v.writer_lock(self.root):
             current = v.read_current(self.root)
@@ -54,18 +58,8 @@ class IndexWriter:
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
             v.clean_stale(self.root, manifest.version)
-            seg_ids = {
-                s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments
-            }
-            all_seg_ids = (
-                np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
-            )
-            deleted = load_deleted(vdir)
-            indexed = np.setdiff1d(all_seg_ids, deleted)
-            live = self.store.all_ids()
-            added = np.setdiff1d(live, indexed)
-            removed = np.setdiff1d(indexed, live)
-            if not len(added) and not len(removed):
+            last_seq, queued_adds, queued_dels = self.store.pending_changes()
+            if not last_seq:
                 return IndexUpdateResult(
                     manifest.version,
                     "noop",
@@ -75,9 +69,30 @@ class IndexWriter:
                     manifest.n_sparse,
                     time.perf_counter() - started,
                 )
-            if len(np.intersect1d(added, deleted)):
+            seg_ids = {
+                s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments
+            }
+            held = np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
+            deleted = load_deleted(vdir)
+            live_adds = np.asarray(sorted(self.store.live_ids(queued_adds)), dtype=np.int64)
+            # A queued add may already be held (a crash after publishing, a rebuild that
+            # raced the queue): never index an id twice.
+            added = live_adds[~np.isin(live_adds, held)]
+            removed = queued_dels[np.isin(queued_dels, held) & ~np.isin(queued_dels, deleted)]
+            if np.isin(live_adds, deleted).any():
                 # An id coming back after deletion would resurrect its old copy; rebuild instead.
                 return self._rebuild_locked(started)
+            if not len(added) and not len(removed):
+                self.store.clear_changes(last_seq)
+                return IndexUpdateResult(
+                    manifest.version,
+                    "noop",
+                    0,
+                    0,
+                    manifest.n_dense,
+                    manifest.n_sparse,
+                    time.perf_counter() - started,
+                )
 
             version = manifest.version + 1
             tmp = v.new_temp_dir(self.root, version)
@@ -119,6 +134,7 @@ class IndexWriter:
             )
             sparse.close()
             v.publish(self.root, tmp, new)
+            self.store.clear_changes(last_seq)
             return self._finish(new, len(add_ids), len(removed), started)
 
     def rebuild(self) -> IndexUpdateResult:
@@ -135,6 +151,8 @@ class IndexWriter:
         version = (parent or 0) + 1
         tmp = v.new_temp_dir(self.root, version)
         (tmp / "dense").mkdir()
+        # Changes queued before this snapshot are covered by it; later ones stay queued.
+        last_seq = self.store.last_change()
         live = self.store.all_ids()
         ids, vecs = self._vectors(live)
         dim = int(vecs.shape[1]) if vecs.size else 0
@@ -163,6 +181,7 @@ class IndexWriter:
         )
         sparse.close()
         v.publish(self.root, tmp, manifest)
+        self.store.clear_changes(last_seq)
         return self._finish(manifest, len(ids), 0, started)
 
     def _finish(

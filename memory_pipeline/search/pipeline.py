@@ -1,7 +1,7 @@
 """Hybrid retrieval: dense ∪ sparse → RRF → cross-encoder → MMR → top_k (DESIGN §2).
 
 Correct without waiting for the pipeline: chunks the published index does not
-hold yet (ids above its watermark) are scored here directly, and ids the index
+hold yet (queued in the store's index changes) are scored here directly, and ids the index
 returns that are no longer live in the store are dropped and counted.
 """
 
@@ -209,9 +209,8 @@ class HybridSearcher:
         tokens: list[str],
         allowed: np.ndarray | None,
     ) -> tuple[Ranked, Ranked, int]:
-        """Score live chunks newer than the published version, so ingest is searchable at once."""
-        watermark = version.manifest.watermark if version is not None else 0
-        ids = self.store.ids_above(watermark)
+        """Score live chunks the published version may lack, so ingest is searchable at once."""
+        ids = self.store.pending_adds()
         if allowed is not None and ids:
             ids = np.intersect1d(np.asarray(ids, dtype=np.int64), allowed).tolist()
         if not ids:

@@ -129,6 +129,22 @@ class Embedding(Base):
     vector: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class IndexChange(Base):
+    """Chunks added or deleted since the index last took them in.
+
+    Written in the same transaction as the chunk itself, so the index writer
+    finds exactly what changed (cost proportional to the change) and serving
+    knows which live chunks the published index may not hold yet.
+    """
+
+    __tablename__ = "index_changes"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    seq: Mapped[int] = mapped_column(ChunkId, primary_key=True, autoincrement=True)
+    chunk_id: Mapped[int] = mapped_column(ChunkId, index=True)
+    op: Mapped[str] = mapped_column(String(8))
+
+
 class IndexVersion(Base):
     __tablename__ = "index_versions"
 

@@ -14,7 +14,14 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError, NotFoundError
 from memory_pipeline.store.engine import create_engine, migrate, writer
-from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexVersion
+from memory_pipeline.store.schema import (
+    Chunk,
+    ChunkTag,
+    Document,
+    Embedding,
+    IndexChange,
+    IndexVersion,
+)
 from memory_pipeline.types import ChunkRecord, DocumentInfo, NewChunk, SearchFilters
 
 _UNSET: Any = object()
@@ -53,6 +60,12 @@ class Store:
             yield session
 
     @contextmanager
+    def conn(self) -> Iterator[sa.Connection]:
+        """A plain connection for hot read paths (no ORM object construction)."""
+        with self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
     def write(self) -> Iterator[Session]:
         """One transaction: everything inside commits together or not at all."""
         with Session(self._writer) as session, session.begin():
@@ -89,7 +102,7 @@ class Store:
         dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
         with self.write() as s:
             for old in replace:
-                s.execute(sa.delete(Document).where(Document.doc_id == old))
+                _delete_document(s, old)
             s.add(
                 Document(
                     doc_id=doc.doc_id,
@@ -134,6 +147,8 @@ class Store:
                     sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags]
                 )
             if ids:
+                s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
+            if ids:
                 s.execute(
                     sa.insert(Embedding),
                     [
@@ -146,15 +161,12 @@ class Store:
     def delete_document(self, doc_id: str) -> int:
         """Delete a document with its chunks, tags and vectors; returns chunks removed."""
         with self.write() as s:
-            n = s.scalar(
-                sa.select(sa.func.count()).select_from(Chunk).where(Chunk.doc_id == doc_id)
-            )
-            result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+            n = _delete_document(s, doc_id)
+            if n is None:
                 raise NotFoundError(
                     f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
                 )
-            return int(n or 0)
+            return n
 
     def counts(self) -> dict[str, int]:
         with self.read() as s:
@@ -169,10 +181,11 @@ class Store:
         out: dict[int, ChunkRecord] = {}
         if not id_list:
             return out
-        with self.read() as s:
-            tags = _tags_for(s, id_list)
+        table = Chunk.__table__
+        with self.conn() as c:
+            tags = _tags_for(c, id_list)
             for batch in _batched(id_list):
-                for row in s.scalars(sa.select(Chunk).where(Chunk.id.in_(batch))):
+                for row in c.execute(sa.select(table).where(table.c.id.in_(batch))):
                     out[row.id] = _chunk_record(row, tags.get(row.id, ()))
         return out
 
@@ -186,32 +199,57 @@ class Store:
 
     def contents(self, ids: Sequence[int]) -> dict[int, str]:
         out: dict[int, str] = {}
-        with self.read() as s:
+        with self.conn() as c:
             for batch in _batched(list(ids)):
-                for cid, text in s.execute(
-                    sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch))
-                ):
-                    out[int(cid)] = text
+                rows = c.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch)))
+                out.update((int(cid), text) for cid, text in rows)
         return out
 
     def live_ids(self, ids: Iterable[int]) -> set[int]:
         id_list = list({int(i) for i in ids})
         live: set[int] = set()
-        with self.read() as s:
+        with self.conn() as c:
             for batch in _batched(id_list):
-                live.update(s.scalars(sa.select(Chunk.id).where(Chunk.id.in_(batch))))
+                live.update(c.execute(sa.select(Chunk.id).where(Chunk.id.in_(batch))).scalars())
         return live
 
-    def ids_above(self, watermark: int) -> list[int]:
-        with self.read() as s:
-            return list(
-                s.scalars(sa.select(Chunk.id).where(Chunk.id > watermark).order_by(Chunk.id))
-            )
-
     def all_ids(self) -> np.ndarray:
-        with self.read() as s:
-            ids = s.scalars(sa.select(Chunk.id).order_by(Chunk.id)).all()
+        with self.conn() as c:
+            ids = c.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
         return np.asarray(ids, dtype=np.int64)
+
+    # ------------------------------------------------------------ index changes
+    def pending_changes(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """(last seq, ids added, ids deleted) not yet taken in by the index."""
+        with self.conn() as c:
+            rows = c.execute(sa.select(IndexChange.seq, IndexChange.chunk_id, IndexChange.op)).all()
+        if not rows:
+            return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        last = max(int(r[0]) for r in rows)
+        adds = np.unique(np.asarray([r[1] for r in rows if r[2] == "add"], dtype=np.int64))
+        dels = np.unique(np.asarray([r[1] for r in rows if r[2] == "del"], dtype=np.int64))
+        return last, adds, dels
+
+    def last_change(self) -> int:
+        with self.conn() as c:
+            return int(c.execute(sa.select(sa.func.max(IndexChange.seq))).scalar() or 0)
+
+    def pending_adds(self) -> list[int]:
+        """Live chunks that the published index may not hold yet."""
+        with self.conn() as c:
+            # A join, not IN (SELECT ...): the queue is usually tiny and must drive the plan.
+            stmt = (
+                sa.select(IndexChange.chunk_id)
+                .join(Chunk, Chunk.id == IndexChange.chunk_id)
+                .where(IndexChange.op == "add")
+                .distinct()
+            )
+            return [int(i) for i in c.execute(stmt).scalars()]
+
+    def clear_changes(self, up_to_seq: int) -> None:
+        """Forget changes the published index has taken in (idempotent)."""
+        with self.write() as s:
+            s.execute(sa.delete(IndexChange).where(IndexChange.seq <= up_to_seq))
 
     def filter_ids(self, filters: SearchFilters) -> np.ndarray:
         """Ids of live chunks matching every filter (tags: all of them must be present)."""
@@ -230,8 +268,8 @@ class Store:
             stmt = stmt.where(Chunk.source_date <= filters.source_date_to)
         for tag in filters.tags:
             stmt = stmt.where(Chunk.id.in_(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
-        with self.read() as s:
-            ids = s.scalars(stmt.order_by(Chunk.id)).all()
+        with self.conn() as c:
+            ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
         return np.asarray(ids, dtype=np.int64)
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
@@ -285,9 +323,9 @@ class Store:
         """(ids found, float32 matrix) for the given chunks under one model id."""
         found: list[int] = []
         blobs: list[bytes] = []
-        with self.read() as s:
+        with self.conn() as c:
             for batch in _batched(list(ids)):
-                for cid, blob in s.execute(
+                for cid, blob in c.execute(
                     sa.select(Embedding.chunk_id, Embedding.vector).where(
                         Embedding.model_id == model_id, Embedding.chunk_id.in_(batch)
                     )
@@ -388,7 +426,18 @@ def _stack(blobs: Sequence[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
 
 
-def _tags_for(s: Session, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+def _delete_document(s: Session, doc_id: str) -> int | None:
+    """Delete one document (cascading to chunks, tags, vectors) and queue its chunk ids."""
+    ids = list(s.scalars(sa.select(Chunk.id).where(Chunk.doc_id == doc_id)))
+    result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        return None
+    if ids:
+        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
+    return len(ids)
+
+
+def _tags_for(s: Session | sa.Connection, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     tags: dict[int, list[str]] = defaultdict(list)
     for batch in _batched(list(ids)):
         for cid, tag in s.execute(
@@ -400,7 +449,7 @@ def _tags_for(s: Session, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     return {k: tuple(v) for k, v in tags.items()}
 
 
-def _chunk_record(row: Chunk, tags: tuple[str, ...]) -> ChunkRecord:
+def _chunk_record(row: Any, tags: tuple[str, ...]) -> ChunkRecord:
     return ChunkRecord(
         id=int(row.id),
         doc_id=row.doc_id,

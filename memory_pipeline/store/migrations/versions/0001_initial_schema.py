@@ -41,6 +41,22 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_documents_source"), ["source"], unique=False)
 
     op.create_table(
+        "index_changes",
+        sa.Column(
+            "seq",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
+        sa.Column("chunk_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("op", sa.String(length=8), nullable=False),
+        sa.PrimaryKeyConstraint("seq", name=op.f("pk_index_changes")),
+        sqlite_autoincrement=True,
+    )
+    with op.batch_alter_table("index_changes", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_index_changes_chunk_id"), ["chunk_id"], unique=False)
+
+    op.create_table(
         "index_versions",
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("model_id", sa.String(length=256), nullable=False),
@@ -137,6 +153,10 @@ def downgrade() -> None:
 
     op.drop_table("chunks")
     op.drop_table("index_versions")
+    with op.batch_alter_table("index_changes", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_index_changes_chunk_id"))
+
+    op.drop_table("index_changes")
     with op.batch_alter_table("documents", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_documents_source"))
         batch_op.drop_index(batch_op.f("ix_documents_normalized_hash"))
