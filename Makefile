@@ -7,6 +7,7 @@ PYTEST_ARGS ?=
 
 export HYBRID_RAG_DB_PATH    ?= $(DATA)/memory.db
 export HYBRID_RAG_INDEX_PATH ?= $(DATA)/indices
+export HYBRID_RAG_ARCHIVE_PATH ?= $(DATA)/archive
 
 .PHONY: install run test lint fast-test bench clean
 

@@ -23,6 +23,7 @@ def default_cache_dir() -> Path:
 class Settings:
     db_path: Path = Path("hybrid_rag.db")
     index_path: Path = Path("indices")
+    archive_path: Path = Path("archive")
     database_url: str | None = None
     model: str = DEFAULT_MODEL
     model_cache: Path = field(default_factory=default_cache_dir)
@@ -52,6 +53,8 @@ class Settings:
             values["db_path"] = Path(env["HYBRID_RAG_DB_PATH"])
         if "HYBRID_RAG_INDEX_PATH" in env:
             values["index_path"] = Path(env["HYBRID_RAG_INDEX_PATH"])
+        if "HYBRID_RAG_ARCHIVE_PATH" in env:
+            values["archive_path"] = Path(env["HYBRID_RAG_ARCHIVE_PATH"])
         if env.get("HYBRID_RAG_DATABASE_URL"):
             values["database_url"] = env["HYBRID_RAG_DATABASE_URL"]
         if env.get("HYBRID_RAG_EMBEDDING_MODEL"):

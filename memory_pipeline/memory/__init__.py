@@ -1,0 +1,1 @@
+"""The memory axis: importance, staleness per knowledge type, access frequency."""
