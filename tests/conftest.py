@@ -68,6 +68,7 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     base = Settings(
         db_path=tmp_path / "memory.db",
         index_path=tmp_path / "indices",
+        archive_path=tmp_path / "archive",
         model_cache=tmp_path / "models",
         max_chunk_size=64,
         chunk_overlap=8,
