@@ -35,6 +35,13 @@ class Settings:
     rrf_k: int = 60
     max_file_bytes: int = 20 * 1024 * 1024
     ivf_threshold: int = 200_000
+    memory_time_weight: float = 0.2
+    memory_freq_weight: float = 0.1
+    memory_importance_threshold: float = 0.0
+    memory_half_life_overrides: tuple[tuple[str, float | None], ...] = ()
+    guaranteed_types: tuple[str, ...] = ("principle",)
+    guaranteed_importance_threshold: float = 0.7
+    guaranteed_candidates_limit: int = 50
 
     @property
     def url(self) -> str:

@@ -6,7 +6,7 @@ import datetime as dt
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from memory_pipeline.ingest.loaders import (
     load_text,
     normalized_content_hash,
 )
+from memory_pipeline.memory.rerank import memory_rerank
+from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
 from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
 from memory_pipeline.search.rerank import Reranker, load_reranker
@@ -35,6 +37,7 @@ from memory_pipeline.types import (
     IngestResult,
     NewChunk,
     SearchFilters,
+    SearchHit,
     SearchResult,
 )
 
@@ -231,6 +234,25 @@ class MemorySystem:
         return out, len(chunks) - len(todo)
 
     # ------------------------------------------------------------------ search
+    def memory_params(
+        self,
+        time_weight: float | None = None,
+        freq_weight: float | None = None,
+        importance_threshold: float | None = None,
+    ) -> MemoryParams:
+        """The memory axis parameters: settings' defaults, overridden per call."""
+        st = self.settings
+        return MemoryParams(
+            time_weight=st.memory_time_weight if time_weight is None else time_weight,
+            freq_weight=st.memory_freq_weight if freq_weight is None else freq_weight,
+            importance_threshold=(
+                st.memory_importance_threshold
+                if importance_threshold is None
+                else importance_threshold
+            ),
+            half_life_overrides=dict(st.memory_half_life_overrides),
+        )
+
     def query(
         self,
         query: str,
@@ -241,17 +263,63 @@ class MemorySystem:
         mmr_lambda: float = 0.7,
         use_reranker: bool = True,
         record_access: bool = True,
+        enable_memory_rerank: bool = False,
+        memory_time_weight: float | None = None,
+        memory_freq_weight: float | None = None,
+        memory_importance_threshold: float | None = None,
+        now: dt.datetime | None = None,
     ) -> SearchResult:
+        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis."""
+        st = self.settings
         params = SearchParams(
             top_k=top_k,
-            top_n=self.settings.top_n,
-            rrf_k=self.settings.rrf_k,
+            top_n=st.top_n,
+            rrf_k=st.rrf_k,
             enable_mmr=enable_mmr,
             mmr_lambda=mmr_lambda,
             use_reranker=use_reranker,
             record_access=record_access,
+            enable_memory_rerank=enable_memory_rerank,
+            memory=self.memory_params(
+                memory_time_weight, memory_freq_weight, memory_importance_threshold
+            ),
+            guaranteed_types=st.guaranteed_types,
+            guaranteed_importance_threshold=st.guaranteed_importance_threshold,
+            guaranteed_candidates_limit=st.guaranteed_candidates_limit,
+            now=now,
         )
         return self.searcher.search(query, filters, params)
+
+    def rerank(
+        self,
+        chunks: Sequence[SearchHit],
+        time_weight: float | None = None,
+        freq_weight: float | None = None,
+        importance_threshold: float | None = None,
+        *,
+        now: dt.datetime | None = None,
+    ) -> list[SearchHit]:
+        """Apply the memory axis to hits a caller passes in (their ``score`` is the relevance)."""
+        params = self.memory_params(time_weight, freq_weight, importance_threshold)
+        kept, _cut = memory_rerank(
+            [h.score for h in chunks],
+            [
+                MemoryFields(
+                    h.knowledge_type, h.importance, h.access_count, h.created_at, h.source_date
+                )
+                for h in chunks
+            ],
+            params,
+            now,
+        )
+        out = []
+        for item in kept:
+            hit = chunks[item.position]
+            m = item.memory
+            stages = {**hit.stage_scores, "relevance": hit.score, "decay": m.decay}
+            stages.update(access_boost=m.boost, memory=m.score)
+            out.append(replace(hit, score=float(m.score or 0.0), stage_scores=stages))
+        return out
 
     hybrid_search = query
 

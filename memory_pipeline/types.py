@@ -81,6 +81,8 @@ class SearchStats:
     index_version: int | None = None
     candidates: int = 0
     reranker: str = "none"
+    guaranteed_added: int = 0
+    importance_cut: int = 0
     notes: list[str] = field(default_factory=list)
 
 

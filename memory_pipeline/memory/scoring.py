@@ -45,7 +45,9 @@ class CutReason(StrEnum):
 
 @dataclass(frozen=True)
 class MemoryParams:
-    time_weight: float = 0.3
+    # Relevance keeps 0.7 by default: the memory axis re-orders near-ties, it does
+    # not let an old-but-evergreen chunk beat a clearly better answer.
+    time_weight: float = 0.2
     freq_weight: float = 0.1
     importance_threshold: float = 0.0
     freq_scale: float = 10.0

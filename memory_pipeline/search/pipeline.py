@@ -7,10 +7,11 @@ returns that are no longer live in the store are dropped and counted.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from memory_pipeline.errors import InvalidInputError, ModelMismatchError
 from memory_pipeline.index.dense import search_segments
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.memory.rerank import memory_rerank
+from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.search.fusion import reciprocal_rank_fusion
 from memory_pipeline.search.mmr import mmr_select
 from memory_pipeline.search.rerank import Reranker
@@ -38,6 +41,12 @@ class SearchParams:
     use_reranker: bool = True
     rerank_depth: int = 30
     record_access: bool = True
+    enable_memory_rerank: bool = False
+    memory: MemoryParams = field(default_factory=MemoryParams)
+    guaranteed_types: tuple[str, ...] = ("principle",)
+    guaranteed_importance_threshold: float = 0.7
+    guaranteed_candidates_limit: int = 50
+    now: dt.datetime | None = None
 
     def validate(self) -> None:
         if not 1 <= self.top_k <= 1000:
@@ -46,6 +55,10 @@ class SearchParams:
             raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
+        if not 0 <= self.guaranteed_candidates_limit <= 1000:
+            raise InvalidInputError(
+                f"guaranteed_candidates_limit must be in [0, 1000], got {self.guaranteed_candidates_limit}"
+            )
 
 
 class _Timer:
@@ -57,6 +70,27 @@ class _Timer:
         start = time.perf_counter()
         yield
         self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+
+@dataclass
+class _Run:
+    """One search in flight: its inputs and what each stage has found so far."""
+
+    query: str
+    qvec: np.ndarray
+    tokens: list[str]
+    params: SearchParams
+    allowed: np.ndarray | None
+    version: LoadedVersion | None
+    stats: SearchStats
+    timer: _Timer
+    dense: Ranked = field(default_factory=list)
+    sparse: Ranked = field(default_factory=list)
+    fused: Ranked = field(default_factory=list)
+    pool: list[ChunkRecord] = field(default_factory=list)
+    relevance: dict[int, float] = field(default_factory=dict)
+    final: dict[int, float] = field(default_factory=dict)
+    extra: dict[int, dict[str, float | int | None]] = field(default_factory=dict)
 
 
 class HybridSearcher:
@@ -89,10 +123,8 @@ class HybridSearcher:
         filters = filters or SearchFilters()
         timer = _Timer()
         stats = SearchStats(reranker=self.reranker.name if self.reranker else "none")
-
         with timer.stage("embed_query"):
             qvec = query_vector if query_vector is not None else self.embedder.embed_query(query)
-        tokens = tokenize(query)
         with timer.stage("load_index"):
             version = self.reader.current()
         if version is not None:
@@ -100,66 +132,164 @@ class HybridSearcher:
             stats.index_version = version.manifest.version
         with timer.stage("filters"):
             allowed = None if filters.is_empty() else self.store.filter_ids(filters)
+        run = _Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
 
-        dense: Ranked = []
-        sparse: Ranked = []
+        self._retrieve(run)
+        self._add_guaranteed(run, filters)
+        self._cross_encode(run)
+        self._memory_axis(run)
+        self._diversify(run)
+        hits = self._hits(run)
+        if params.record_access and hits:
+            with timer.stage("record_access"):
+                self.store.record_access([h.chunk_id for h in hits])
+        stats.timings_ms = {k: round(v, 3) for k, v in timer.ms.items()}
+        return SearchResult(query=query, hits=hits, stats=stats)
+
+    # ------------------------------------------------------------------ stages
+    def _retrieve(self, run: _Run) -> None:
+        """Dense and sparse top-N (filters first), the unindexed delta, then RRF."""
+        p, version = run.params, run.version
         if version is not None:
-            with timer.stage("dense"):
-                dense = search_segments(
-                    version.segments, qvec, params.top_n, deleted=version.deleted, allowed=allowed
+            with run.timer.stage("dense"):
+                run.dense = search_segments(
+                    version.segments,
+                    run.qvec,
+                    p.top_n,
+                    deleted=version.deleted,
+                    allowed=run.allowed,
                 )
-            with timer.stage("sparse"):
-                sparse = version.sparse.search(tokens, params.top_n, allowed_ids=_as_set(allowed))
-        with timer.stage("unindexed"):
-            extra_dense, extra_sparse, n_extra = self._unindexed(version, qvec, tokens, allowed)
-        stats.unindexed_searched = n_extra
-        if n_extra:
-            dense = _merge(dense, extra_dense, params.top_n)
-            sparse = _merge(sparse, extra_sparse, params.top_n)
-
-        with timer.stage("fusion"):
-            fused = reciprocal_rank_fusion(
-                [[i for i, _ in dense], [i for i, _ in sparse]], k=params.rrf_k
+            with run.timer.stage("sparse"):
+                run.sparse = version.sparse.search(
+                    run.tokens, p.top_n, allowed_ids=_as_set(run.allowed)
+                )
+        with run.timer.stage("unindexed"):
+            extra_dense, extra_sparse, n_extra = self._unindexed(
+                version, run.qvec, run.tokens, run.allowed
             )
-        stats.candidates = len(fused)
-        pool_size = max(params.top_k * 4, params.rerank_depth if self._rerank_on(params) else 0, 20)
-        with timer.stage("hydrate"):
-            records = self._hydrate(fused, pool_size, stats)
-        pool = list(records.values())
-        scores = {cid: s for cid, s in fused}
-        dense_map, sparse_map = dict(dense), dict(sparse)
-        dense_rank = {cid: r for r, (cid, _) in enumerate(dense, 1)}
-        sparse_rank = {cid: r for r, (cid, _) in enumerate(sparse, 1)}
-        final = {r.id: scores[r.id] for r in pool}
-        ce_scores: dict[int, float] = {}
+        run.stats.unindexed_searched = n_extra
+        if n_extra:
+            run.dense = _merge(run.dense, extra_dense, p.top_n)
+            run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
+        with run.timer.stage("fusion"):
+            run.fused = reciprocal_rank_fusion(
+                [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
+            )
+        run.stats.candidates = len(run.fused)
+        pool_size = max(p.top_k * 4, p.rerank_depth if self._rerank_on(p) else 0, 20)
+        with run.timer.stage("hydrate"):
+            records = self._hydrate(run.fused, pool_size, run.stats)
+        run.pool = list(records.values())
+        run.relevance = {cid: s for cid, s in run.fused}
 
-        if self._rerank_on(params) and pool and self.reranker is not None:
-            with timer.stage("rerank"):
-                head = pool[: params.rerank_depth]
-                ce = self.reranker.score(query, [r.content for r in head])
-                ce_scores = {r.id: float(s) for r, s in zip(head, ce, strict=True)}
-                pool = sorted(head, key=lambda r: -ce_scores[r.id]) + pool[params.rerank_depth :]
-                final.update(ce_scores)
-        elif params.use_reranker:
-            stats.notes.append(f"cross-encoder skipped: {self.reranker_status}")
+    def _add_guaranteed(self, run: _Run, filters: SearchFilters) -> None:
+        """Principles and important chunks matching the filters join the pool, by relevance.
 
-        if params.enable_mmr and len(pool) > 1:
-            with timer.stage("mmr"):
-                ids, vecs = self.store.vectors_for([r.id for r in pool], self.embedder.model_id)
-                by_id = {int(i): v for i, v in zip(ids, vecs, strict=True)}
-                usable = [r for r in pool if r.id in by_id]
-                chosen = mmr_select(
-                    [r.id for r in usable],
-                    [final[r.id] for r in usable],
-                    np.stack([by_id[r.id] for r in usable]),
-                    k=params.top_k,
-                    lambda_=params.mmr_lambda,
+        They get the RRF score of a rank just past the dense top-N cut, so they are
+        scored like everyone else and never forced to the top.
+        """
+        p, version = run.params, run.version
+        if not p.enable_memory_rerank or p.guaranteed_candidates_limit == 0 or version is None:
+            return
+        with run.timer.stage("guaranteed"):
+            ids = self.store.guaranteed_ids(
+                p.guaranteed_types, p.guaranteed_importance_threshold, filters
+            )
+            if not len(ids):
+                return
+            best = search_segments(
+                version.segments,
+                run.qvec,
+                p.guaranteed_candidates_limit,
+                deleted=version.deleted,
+                allowed=ids,
+            )
+            have = {r.id for r in run.pool}
+            new = [(cid, rank) for rank, (cid, _) in enumerate(best, 1) if cid not in have]
+            records = self.store.get_chunks([cid for cid, _ in new])
+            for cid, rank in new:
+                if cid in records:
+                    run.pool.append(records[cid])
+                    run.relevance[cid] = 1.0 / (p.rrf_k + p.top_n + rank)
+                    run.extra.setdefault(cid, {})["guaranteed"] = 1
+            run.stats.guaranteed_added = sum(1 for cid, _ in new if cid in records)
+
+    def _cross_encode(self, run: _Run) -> None:
+        p = run.params
+        run.final = {r.id: run.relevance[r.id] for r in run.pool}
+        if not (self._rerank_on(p) and run.pool and self.reranker is not None):
+            if p.use_reranker:
+                run.stats.notes.append(f"cross-encoder skipped: {self.reranker_status}")
+            return
+        with run.timer.stage("rerank"):
+            # Guaranteed candidates sit at the end of the pool; give them a seat too.
+            head = run.pool[: p.rerank_depth] + [
+                r for r in run.pool[p.rerank_depth :] if "guaranteed" in run.extra.get(r.id, {})
+            ]
+            ce = self.reranker.score(run.query, [r.content for r in head])
+            for r, score in zip(head, ce, strict=True):
+                run.final[r.id] = float(score)
+                run.extra.setdefault(r.id, {})["cross_encoder"] = float(score)
+            in_head = {r.id for r in head}
+            rest = [r for r in run.pool if r.id not in in_head]
+            run.pool = sorted(head, key=lambda r: -run.final[r.id]) + rest
+            # Chunks the cross-encoder did not see rank below every chunk it did.
+            floor = min(run.final[r.id] for r in head) if head else 0.0
+            for r in rest:
+                run.final[r.id] = min(run.final[r.id], floor) - 1e-9
+
+    def _memory_axis(self, run: _Run) -> None:
+        p = run.params
+        if not p.enable_memory_rerank or not run.pool:
+            return
+        with run.timer.stage("memory"):
+            kept, cut = memory_rerank(
+                [run.final[r.id] for r in run.pool],
+                [memory_fields(r) for r in run.pool],
+                p.memory,
+                p.now,
+            )
+            run.stats.importance_cut = len(cut)
+            ordered = []
+            for item in kept:
+                rec = run.pool[item.position]
+                m = item.memory
+                run.final[rec.id] = float(m.score or 0.0)
+                run.extra.setdefault(rec.id, {}).update(
+                    relevance_norm=m.relevance,
+                    decay=m.decay,
+                    access_boost=m.boost,
+                    age_days=round(m.age_days, 2),
+                    memory=m.score,
                 )
-                order = {cid: i for i, cid in enumerate(chosen)}
-                pool = sorted((r for r in usable if r.id in order), key=lambda r: order[r.id])
+                ordered.append(rec)
+            run.pool = ordered
 
-        top = pool[: params.top_k]
-        hits = [
+    def _diversify(self, run: _Run) -> None:
+        p = run.params
+        if not p.enable_mmr or len(run.pool) <= 1:
+            return
+        with run.timer.stage("mmr"):
+            ids, vecs = self.store.vectors_for([r.id for r in run.pool], self.embedder.model_id)
+            by_id = {int(i): v for i, v in zip(ids, vecs, strict=True)}
+            usable = [r for r in run.pool if r.id in by_id]
+            chosen = mmr_select(
+                [r.id for r in usable],
+                [run.final[r.id] for r in usable],
+                np.stack([by_id[r.id] for r in usable]),
+                k=p.top_k,
+                lambda_=p.mmr_lambda,
+            )
+            order = {cid: i for i, cid in enumerate(chosen)}
+            for cid, i in order.items():
+                run.extra.setdefault(cid, {})["mmr_rank"] = i + 1
+            run.pool = sorted((r for r in usable if r.id in order), key=lambda r: order[r.id])
+
+    def _hits(self, run: _Run) -> list[SearchHit]:
+        dense_map, sparse_map = dict(run.dense), dict(run.sparse)
+        dense_rank = {cid: r for r, (cid, _) in enumerate(run.dense, 1)}
+        sparse_rank = {cid: r for r, (cid, _) in enumerate(run.sparse, 1)}
+        return [
             SearchHit(
                 chunk_id=r.id,
                 doc_id=r.doc_id,
@@ -171,23 +301,19 @@ class HybridSearcher:
                 access_count=r.access_count,
                 created_at=r.created_at,
                 source_date=r.source_date,
-                score=float(final[r.id]),
+                score=float(run.final[r.id]),
                 stage_scores={
                     "dense": dense_map.get(r.id),
                     "dense_rank": dense_rank.get(r.id),
                     "sparse": sparse_map.get(r.id),
                     "sparse_rank": sparse_rank.get(r.id),
-                    "rrf": scores[r.id],
-                    "cross_encoder": ce_scores.get(r.id),
+                    "rrf": run.relevance.get(r.id),
+                    "cross_encoder": None,
+                    **run.extra.get(r.id, {}),
                 },
             )
-            for r in top
+            for r in run.pool[: run.params.top_k]
         ]
-        if params.record_access and hits:
-            with timer.stage("record_access"):
-                self.store.record_access([h.chunk_id for h in hits])
-        stats.timings_ms = {k: round(v, 3) for k, v in timer.ms.items()}
-        return SearchResult(query=query, hits=hits, stats=stats)
 
     # ----------------------------------------------------------------- helpers
     def _rerank_on(self, params: SearchParams) -> bool:
@@ -251,6 +377,16 @@ class HybridSearcher:
                 seen_text.add(key)
                 out[cid] = rec
         return out
+
+
+def memory_fields(record: ChunkRecord) -> MemoryFields:
+    return MemoryFields(
+        knowledge_type=record.knowledge_type,
+        importance=record.importance,
+        access_count=record.access_count,
+        created_at=record.created_at,
+        source_date=record.source_date,
+    )
 
 
 def _as_set(allowed: np.ndarray | None) -> set[int] | None:

@@ -253,21 +253,18 @@ class Store:
 
     def filter_ids(self, filters: SearchFilters) -> np.ndarray:
         """Ids of live chunks matching every filter (tags: all of them must be present)."""
-        stmt = sa.select(Chunk.id)
-        if filters.knowledge_types:
-            stmt = stmt.where(Chunk.knowledge_type.in_(filters.knowledge_types))
-        if filters.doc_ids:
-            stmt = stmt.where(Chunk.doc_id.in_(filters.doc_ids))
-        if filters.created_after:
-            stmt = stmt.where(Chunk.created_at >= filters.created_after)
-        if filters.created_before:
-            stmt = stmt.where(Chunk.created_at <= filters.created_before)
-        if filters.source_date_from:
-            stmt = stmt.where(Chunk.source_date >= filters.source_date_from)
-        if filters.source_date_to:
-            stmt = stmt.where(Chunk.source_date <= filters.source_date_to)
-        for tag in filters.tags:
-            stmt = stmt.where(Chunk.id.in_(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
+        return self._ids(_filtered(sa.select(Chunk.id), filters))
+
+    def guaranteed_ids(
+        self, knowledge_types: Sequence[str], min_importance: float, filters: SearchFilters
+    ) -> np.ndarray:
+        """Chunks a search always considers: these types or this important, within filters."""
+        wanted = sa.or_(
+            Chunk.knowledge_type.in_(list(knowledge_types)), Chunk.importance >= min_importance
+        )
+        return self._ids(_filtered(sa.select(Chunk.id).where(wanted), filters))
+
+    def _ids(self, stmt: sa.Select[Any]) -> np.ndarray:
         with self.conn() as c:
             ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
         return np.asarray(ids, dtype=np.int64)
@@ -424,6 +421,24 @@ def _stack(blobs: Sequence[bytes]) -> np.ndarray:
     if not blobs:
         return np.zeros((0, 0), dtype=np.float32)
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
+
+
+def _filtered(stmt: sa.Select[Any], filters: SearchFilters) -> sa.Select[Any]:
+    if filters.knowledge_types:
+        stmt = stmt.where(Chunk.knowledge_type.in_(filters.knowledge_types))
+    if filters.doc_ids:
+        stmt = stmt.where(Chunk.doc_id.in_(filters.doc_ids))
+    if filters.created_after:
+        stmt = stmt.where(Chunk.created_at >= filters.created_after)
+    if filters.created_before:
+        stmt = stmt.where(Chunk.created_at <= filters.created_before)
+    if filters.source_date_from:
+        stmt = stmt.where(Chunk.source_date >= filters.source_date_from)
+    if filters.source_date_to:
+        stmt = stmt.where(Chunk.source_date <= filters.source_date_to)
+    for tag in filters.tags:
+        stmt = stmt.where(Chunk.id.in_(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
+    return stmt
 
 
 def _delete_document(s: Session, doc_id: str) -> int | None:
