@@ -88,6 +88,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         filters=filters,
         enable_mmr=args.mmr,
         record_access=not args.no_access,
+        enable_memory_rerank=args.memory,
+        memory_time_weight=args.time_weight,
+        memory_freq_weight=args.freq_weight,
+        memory_importance_threshold=args.importance_threshold,
     )
     if args.json:
         payload = {"query": result.query, "hits": [h.to_dict() for h in result.hits]}
@@ -103,6 +107,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("    " + " ".join(hit.content.split())[:240])
     if args.stats:
         print(json.dumps(result.stats.__dict__, indent=2))
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    plan = _system(args).backfill_source_date(apply=args.apply)
+    for doc_id, source, day, rule in plan:
+        print(f"{doc_id}  {day}  ({rule})  {source}")
+    verb = "updated" if args.apply else "would update (dry run; pass --apply to write)"
+    print(f"{len(plan)} documents {verb}")
     return 0
 
 
@@ -186,7 +199,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--stats", action="store_true", help="timings and consistency counters")
     p.add_argument("--no-access", action="store_true", help="do not count this as an access")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="apply the memory axis (importance cut, decay by knowledge_type, access boost) "
+        "and consider guaranteed principles",
+    )
+    p.add_argument("--time-weight", type=float, help="memory axis: weight of freshness (0.2)")
+    p.add_argument("--freq-weight", type=float, help="memory axis: weight of access count (0.1)")
+    p.add_argument("--importance-threshold", type=float, help="memory axis: importance cutoff (0)")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "backfill-source-date",
+        parents=[common],
+        help="fill missing source_date from file names or mtimes (dry run unless --apply)",
+    )
+    p.add_argument("--apply", action="store_true", help="write the dates (default: only show them)")
+    p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("update-index", parents=[common], help="add new / drop deleted chunks")
     p.set_defaults(func=cmd_update)

@@ -18,6 +18,7 @@ from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.index.manager import IndexWriter
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.ingest.chunking import chunk_document
+from memory_pipeline.ingest.dates import date_for_existing, derive_source_date
 from memory_pipeline.ingest.loaders import (
     LoadedDocument,
     load_file,
@@ -153,13 +154,17 @@ class MemorySystem:
         except InvalidInputError as exc:
             raise InvalidInputError(f"{loaded.source}: front matter — {exc}") from exc
         given = explicit.model_dump(exclude_unset=True)
-        merged = ChunkMetadata.model_validate({**from_file.model_dump(exclude_unset=True), **given})
-        rule = None
-        if "source_date" in given and explicit.source_date:
-            rule = "metadata"
-        elif from_file.source_date:
-            rule = "front_matter"
-        return _Prepared(loaded, merged, rule)
+        merged = {**from_file.model_dump(exclude_unset=True), **given}
+        is_file = not loaded.source.startswith("text:")
+        day, rule = derive_source_date(
+            explicit=explicit.source_date,
+            front_matter=from_file.source_date,
+            path=Path(loaded.source) if is_file else None,
+            modified_at=loaded.modified_at,
+        )
+        merged["source_date"] = day
+        meta = ChunkMetadata.model_validate(merged)
+        return _Prepared(loaded, meta, rule.value if rule else None)
 
     def _store_document(self, prepared: _Prepared, *, progress: bool = False) -> IngestResult:
         loaded, meta = prepared.loaded, prepared.meta
@@ -334,6 +339,22 @@ class MemorySystem:
 
     def rebuild_index(self) -> IndexUpdateResult:
         return self.writer.rebuild()
+
+    def backfill_source_date(self, *, apply: bool = False) -> list[tuple[str, str, str, str]]:
+        """Fill ``source_date`` for documents without one, from their file name or mtime.
+
+        Returns (doc_id, source, date, rule) for each document that would change;
+        writes only with ``apply=True``.
+        """
+        plan = []
+        for doc in self.store.documents_without_source_date():
+            day, rule = date_for_existing(doc.source)
+            if day is not None and rule is not None:
+                plan.append((doc.doc_id, doc.source, day.isoformat(), rule.value))
+        if apply:
+            for doc_id, _source, day_iso, rule_value in plan:
+                self.store.set_source_date(doc_id, dt.date.fromisoformat(day_iso), rule_value)
+        return plan
 
     # --------------------------------------------------------------- documents
     def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:

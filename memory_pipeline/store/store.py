@@ -82,6 +82,26 @@ class Store:
             rows = s.scalars(sa.select(Document).where(Document.source == source)).all()
             return [_doc_info(r) for r in rows]
 
+    def documents_without_source_date(self) -> list[DocumentInfo]:
+        with self.read() as s:
+            rows = s.scalars(sa.select(Document).where(Document.source_date.is_(None))).all()
+            return [_doc_info(r) for r in rows]
+
+    def set_source_date(self, doc_id: str, day: dt.date, rule: str) -> int:
+        """Set a document's date and its chunks' (where unset); returns chunks changed."""
+        with self.write() as s:
+            s.execute(
+                sa.update(Document)
+                .where(Document.doc_id == doc_id)
+                .values(source_date=day, source_date_rule=rule)
+            )
+            result = s.execute(
+                sa.update(Chunk)
+                .where(Chunk.doc_id == doc_id, Chunk.source_date.is_(None))
+                .values(source_date=day)
+            )
+            return int(result.rowcount)  # type: ignore[attr-defined]
+
     def add_document(
         self,
         doc: DocumentInfo,
