@@ -25,8 +25,11 @@ from memory_pipeline.ingest.loaders import (
     load_text,
     normalized_content_hash,
 )
+from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
+from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
+from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
 from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
 from memory_pipeline.search.rerank import Reranker, load_reranker
@@ -355,6 +358,31 @@ class MemorySystem:
             for doc_id, _source, day_iso, rule_value in plan:
                 self.store.set_source_date(doc_id, dt.date.fromisoformat(day_iso), rule_value)
         return plan
+
+    # ----------------------------------------------------------------- reports
+    @property
+    def archive_file(self) -> Path:
+        return self.settings.archive_path / "chunks_archive.jsonl"
+
+    def index_health(self) -> HealthReport:
+        """Read-only consistency report of store, index, vectors and archive."""
+        return index_health(
+            self.store, self.reader, self.archive_file, self.embedder.model_id, self.embedder.dim
+        )
+
+    def system_stats(self) -> SystemStats:
+        return system_stats(
+            self.store,
+            self.reader,
+            embedder_id=self.embedder.model_id,
+            reranker_status=self.reranker_status,
+        )
+
+    def duplicate_audit(self, *, threshold: float = 0.95, max_pairs: int = 1000) -> DuplicateReport:
+        """Groups of identical documents and near-identical chunk pairs; never deletes."""
+        return duplicate_audit(
+            self.store, self.embedder.model_id, threshold=threshold, max_pairs=max_pairs
+        )
 
     # --------------------------------------------------------------- documents
     def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:

@@ -1,0 +1,394 @@
+"""Index health: a read-only audit of the memory against its derived index (issue item 5).
+
+The database is the source of truth and the index is derived (DESIGN §1), so
+every check compares what the published version serves, the vectors stored
+for the embedder's model, and the forgetting archive with the live rows. A
+check never writes anything. Expected lag (chunks queued for the next
+``update_index``) is reported as *info*, never as an error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.errors import IndexError_
+from memory_pipeline.index.reader import IndexReader, LoadedVersion
+from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.store import Store
+from memory_pipeline.store.schema import Chunk, Embedding, IndexChange
+
+Severity = Literal["ok", "info", "warning", "error"]
+EXAMPLES = 5
+NORM_TOLERANCE = 1e-2  # float32 normalisation error is ~1e-6; 1e-2 means "not normalised"
+ARCHIVE_KEYS = ("type", "run_id", "chunk_id", "doc_id", "content")
+_VECTOR_BATCH = 20_000
+_SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+
+
+@dataclass
+class HealthFinding:
+    check: str
+    severity: Severity
+    count: int
+    message: str
+    examples: list[int | str] = field(default_factory=list)
+
+
+@dataclass
+class HealthReport:
+    findings: list[HealthFinding]
+    healthy: bool  # no finding of severity "error"
+    checked_at: dt.datetime
+    index_version: int | None
+    timings: dict[str, float]  # milliseconds per check
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["checked_at"] = self.checked_at.isoformat()
+        return data
+
+    def render(self) -> str:
+        findings = sorted(self.findings, key=lambda f: _SEVERITY_ORDER[f.severity])
+        rows = [
+            [f.severity.upper(), f.check, str(f.count), f.message, _examples(f.examples)]
+            for f in findings
+        ]
+        verdict = "healthy" if self.healthy else "UNHEALTHY"
+        version = "none" if self.index_version is None else str(self.index_version)
+        head = f"memory health: {verdict} (index version {version}, {self.checked_at:%Y-%m-%d %H:%M:%S} UTC)"
+        return (
+            head + "\n" + render_table(["severity", "check", "count", "message", "examples"], rows)
+        )
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table for terminals (shared by the health, stats and duplicate reports)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+    return "\n".join(lines)
+
+
+def _examples(values: Sequence[int | str]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _ids(values: np.ndarray) -> list[int | str]:
+    return [int(v) for v in values[:EXAMPLES]]
+
+
+# check -> (severity when ids are found, message then, message when clean); {n} = count.
+_RULES: dict[str, tuple[Severity, str, str]] = {
+    "debris": ("error", "{n} ids served by the index are neither live nor queued for removal; run rebuild-index", "every id the index serves is live (or queued for removal)"),
+    "pending_removal": ("info", "{n} deleted chunks still in the index, queued for the next update-index", "no deletions waiting for update-index"),
+    "gaps": ("error", "{n} live chunks are neither in the index nor queued; run rebuild-index", "every live chunk is in the index (or queued)"),
+    "pending": ("info", "{n} live chunks queued for the next update-index (searched directly until then)", "no chunks waiting for update-index"),
+    "missing_vectors": ("error", "{n} live chunks have no vector of {model!r}: no index can hold them", "every live chunk has a vector of {model!r}"),
+    "vectors_finite": ("error", "{n} vectors hold NaN or infinity; re-embed those chunks", "every vector is finite"),
+    "vector_dim": ("error", "{n} vectors are not of dimension {dim}; re-embed those chunks", "every vector has dimension {dim}"),
+    "vector_norm": ("warning", "{n} vectors are not unit length: inner product is not cosine for them", "every vector is unit length"),
+    "dense_sparse": ("error", "dense and sparse disagree on {n} ids ({dense} only dense, {sparse} only sparse); run rebuild-index", "dense and sparse hold the same {total} ids"),
+}  # fmt: skip
+
+
+def _finding(check: str, ids: Sequence[int] | np.ndarray, **fields: object) -> HealthFinding:
+    bad, bad_msg, ok_msg = _RULES[check]
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(ids):
+        return HealthFinding(check, bad, len(ids), bad_msg.format(n=len(ids), **fields), _ids(ids))
+    return HealthFinding(check, "ok", 0, ok_msg.format(**fields))
+
+
+@dataclass
+class _Context:
+    store: Store
+    version: LoadedVersion | None
+    live: np.ndarray
+    queued_adds: np.ndarray
+    queued_dels: np.ndarray
+    archive_file: Path
+    model_id: str
+    dim: int | None
+
+
+Check = Callable[[_Context], list[HealthFinding]]
+
+
+def _db_snapshot(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Live ids and the index-change queue, read in one transaction (one snapshot)."""
+    with store.conn() as c:
+        if c.dialect.name == "postgresql":  # READ COMMITTED would see commits between the two reads
+            c.execution_options(isolation_level="REPEATABLE READ")
+        with c.begin():
+            live = c.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
+            queue = c.execute(sa.select(IndexChange.chunk_id, IndexChange.op)).all()
+    adds = [int(cid) for cid, op in queue if op == "add"]
+    dels = [int(cid) for cid, op in queue if op == "del"]
+    return (
+        np.asarray(live, dtype=np.int64),
+        np.unique(np.asarray(adds, dtype=np.int64)),
+        np.unique(np.asarray(dels, dtype=np.int64)),
+    )
+
+
+def _consistent_view(
+    store: Store, reader: IndexReader
+) -> tuple[LoadedVersion | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The published version and a DB snapshot that belong together.
+
+    A writer publishes first and clears the queue after, so if the version did
+    not change across the snapshot, the snapshot's queue still covers every
+    chunk the version lacks; otherwise read again (a publish raced us).
+    """
+    for _attempt in range(3):
+        version = reader.current()
+        snapshot = _db_snapshot(store)
+        again = reader.current()
+        if _number(version) == _number(again):
+            break
+    return again, snapshot
+
+
+def _number(version: LoadedVersion | None) -> int | None:
+    return version.manifest.version if version is not None else None
+
+
+def check_membership(ctx: _Context) -> list[HealthFinding]:
+    if ctx.version is None:
+        if not len(ctx.live):
+            return [
+                HealthFinding("index", "ok", 0, "nothing published yet and the memory is empty")
+            ]
+        queued = np.isin(ctx.live, ctx.queued_adds).all()
+        return [
+            HealthFinding(
+                "index",
+                "warning" if queued else "error",
+                len(ctx.live),
+                f"no published index but {len(ctx.live)} live chunks; run update-index",
+                _ids(ctx.live),
+            )
+        ]
+    members = ctx.version.member_ids()
+    missing = np.setdiff1d(ctx.live, members)
+    stale = np.setdiff1d(members, ctx.live)
+    pending = np.intersect1d(missing, ctx.queued_adds)
+    removal = np.intersect1d(stale, ctx.queued_dels)
+    v = ctx.version.manifest.version
+    return [
+        HealthFinding("index", "ok", 0, f"version {v} serves {len(members)} chunks"),
+        _finding("debris", np.setdiff1d(stale, removal)),
+        _finding("pending_removal", removal),
+        _finding("gaps", np.setdiff1d(missing, pending)),
+        _finding("pending", pending),
+    ]
+
+
+def check_missing_vectors(ctx: _Context) -> list[HealthFinding]:
+    has_vector = sa.exists().where(
+        Embedding.chunk_id == Chunk.id, Embedding.model_id == ctx.model_id
+    )
+    with ctx.store.conn() as c:
+        ids = c.execute(sa.select(Chunk.id).where(~has_vector).order_by(Chunk.id)).scalars().all()
+    return [_finding("missing_vectors", ids, model=ctx.model_id)]
+
+
+def iter_vector_rows(store: Store, model_id: str) -> Iterator[list[Any]]:
+    """Raw (chunk_id, dim, blob) rows of one model in keyset batches.
+
+    Not ``Store.iter_vectors``: it reshapes a batch to one width and so fails (or
+    silently misreads) exactly the malformed rows a check must single out.
+    """
+    last = -1
+    while True:
+        with store.conn() as c:
+            rows = c.execute(
+                sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector)
+                .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
+                .order_by(Embedding.chunk_id)
+                .limit(_VECTOR_BATCH)
+            ).all()
+        if not rows:
+            return
+        last = int(rows[-1][0])
+        yield list(rows)
+
+
+def _expected_dim(ctx: _Context, models: dict[tuple[str, int], int]) -> int | None:
+    if ctx.dim:
+        return ctx.dim
+    if ctx.version is not None and ctx.version.manifest.dim:
+        return ctx.version.manifest.dim
+    dims = {d: n for (m, d), n in models.items() if m == ctx.model_id}
+    return max(dims, key=lambda d: dims[d]) if dims else None
+
+
+def check_vectors(ctx: _Context) -> list[HealthFinding]:
+    models = _model_counts(ctx.store)
+    dim = _expected_dim(ctx, models)
+    wrong: list[int] = []
+    nonfinite: list[int] = []
+    off_norm: list[int] = []
+    for rows in iter_vector_rows(ctx.store, ctx.model_id):
+        good = [r for r in rows if r[1] == dim and len(r[2]) == 4 * (dim or 0)]
+        wrong.extend(int(r[0]) for r in rows if r[1] != dim or len(r[2]) != 4 * (dim or 0))
+        if not good:
+            continue
+        ids = np.asarray([r[0] for r in good], dtype=np.int64)
+        mat = np.frombuffer(b"".join(r[2] for r in good), dtype=np.float32).reshape(len(good), -1)
+        finite = np.isfinite(mat).all(axis=1)
+        nonfinite.extend(ids[~finite].tolist())
+        norms = np.linalg.norm(mat[finite].astype(np.float64), axis=1)
+        off_norm.extend(ids[finite][np.abs(norms - 1.0) > NORM_TOLERANCE].tolist())
+    return [
+        _finding("vectors_finite", nonfinite),
+        _finding("vector_dim", wrong, dim=dim),
+        _finding("vector_norm", off_norm),
+    ]
+
+
+def _model_counts(store: Store) -> dict[tuple[str, int], int]:
+    # Not Store.embedding_models(): it keys by model alone and would hide a second dim.
+    with store.conn() as c:
+        rows = c.execute(
+            sa.select(Embedding.model_id, Embedding.dim, sa.func.count()).group_by(
+                Embedding.model_id, Embedding.dim
+            )
+        ).all()
+    return {(str(m), int(d)): int(n) for m, d, n in rows}
+
+
+def check_models(ctx: _Context) -> list[HealthFinding]:
+    """One embedding space throughout (DESIGN §1): store, published index and embedder agree."""
+    foreign: dict[str, int] = {}
+    for (m, _d), n in _model_counts(ctx.store).items():
+        if m != ctx.model_id:
+            foreign[m] = foreign.get(m, 0) + n
+    findings: list[HealthFinding] = []
+    if foreign:
+        listed = ", ".join(f"{m} ({n} vectors)" for m, n in sorted(foreign.items()))
+        message = f"vectors of other models than {ctx.model_id!r} are stored: {listed}"
+        examples = list[int | str](sorted(foreign))[:EXAMPLES]
+        findings.append(
+            HealthFinding("model_ids", "error", sum(foreign.values()), message, examples)
+        )
+    man = ctx.version.manifest if ctx.version else None
+    # A dimension of 0 or None means "unknown" (an empty index, no embedder dim given).
+    if man and (man.model_id, man.dim or ctx.dim) != (ctx.model_id, ctx.dim or man.dim):
+        message = (
+            f"the published index is {man.model_id!r} (dim {man.dim}), the embedder "
+            f"{ctx.model_id!r} (dim {ctx.dim}); run rebuild-index"
+        )
+        findings.append(HealthFinding("model_ids", "error", 1, message, [man.model_id]))
+    return findings or [
+        HealthFinding("model_ids", "ok", 0, f"one model throughout: {ctx.model_id}")
+    ]
+
+
+def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
+    if ctx.version is None:
+        return []
+    try:
+        # A fresh view of the folder: the reader's is the snapshot taken when it loaded.
+        with SparseIndex.open(ctx.version.path / "sparse") as sparse:
+            sparse_ids = sparse.ids()
+    except IndexError_ as exc:
+        return [HealthFinding("dense_sparse", "error", 1, f"sparse index unreadable: {exc}")]
+    dense_ids = ctx.version.member_ids()
+    only_dense = np.setdiff1d(dense_ids, sparse_ids)
+    only_sparse = np.setdiff1d(sparse_ids, dense_ids)
+    disagree = np.union1d(only_dense, only_sparse)
+    return [
+        _finding(
+            "dense_sparse",
+            disagree,
+            dense=len(only_dense),
+            sparse=len(only_sparse),
+            total=len(dense_ids),
+        )
+    ]
+
+
+def check_archive(ctx: _Context) -> list[HealthFinding]:
+    if not ctx.archive_file.exists():
+        return [HealthFinding("archive", "ok", 0, f"no archive yet ({ctx.archive_file})")]
+    bad: list[int | str] = []
+    total = 0
+    with ctx.archive_file.open("rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            total += 1
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                bad.append(number)
+                continue
+            if not isinstance(record, dict) or any(k not in record for k in ARCHIVE_KEYS):
+                bad.append(number)
+    if bad:
+        # A warning, not an error: the archive writer leaves a torn line behind when a run is
+        # killed mid-write, and such a run never removed its chunks. Still worth a look.
+        message = (
+            f"{len(bad)} of {total} archive lines are not JSON objects with "
+            f"{', '.join(ARCHIVE_KEYS)} and cannot be restored (examples are line numbers)"
+        )
+        return [HealthFinding("archive", "warning", len(bad), message, bad[:EXAMPLES])]
+    return [HealthFinding("archive", "ok", 0, f"{total} archive lines parse")]
+
+
+CHECKS: dict[str, Check] = {
+    "membership": check_membership,
+    "missing_vectors": check_missing_vectors,
+    "vectors": check_vectors,
+    "models": check_models,
+    "dense_sparse": check_dense_sparse,
+    "archive": check_archive,
+}
+
+
+def index_health(
+    store: Store, reader: IndexReader, archive_file: Path, model_id: str, dim: int | None
+) -> HealthReport:
+    """Run every check in :data:`CHECKS`; read-only. ``healthy`` is False on any error."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    try:
+        version, (live, adds, dels) = _consistent_view(store, reader)
+    except IndexError_ as exc:
+        # An unreadable index still leaves the database and archive worth checking.
+        unreadable: HealthFinding | None = HealthFinding("index", "error", 1, str(exc))
+        live, adds, dels = _db_snapshot(store)
+        version = None
+    else:
+        unreadable = None
+    timings["snapshot"] = (time.perf_counter() - started) * 1000
+    ctx = _Context(store, version, live, adds, dels, archive_file, model_id, dim)
+    findings: list[HealthFinding] = [unreadable] if unreadable else []
+    for name, check in CHECKS.items():
+        if unreadable and name == "membership":
+            continue
+        started = time.perf_counter()
+        findings.extend(check(ctx))
+        timings[name] = (time.perf_counter() - started) * 1000
+    return HealthReport(
+        findings=findings,
+        healthy=not any(f.severity == "error" for f in findings),
+        checked_at=dt.datetime.now(dt.UTC),
+        index_version=_number(version),
+        timings=timings,
+    )

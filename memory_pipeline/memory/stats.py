@@ -1,0 +1,235 @@
+"""System stats: what the memory holds and how it is used (issue item 6). Read-only.
+
+Every number is one aggregate query (GROUP BY / COUNT on Core selects), so the
+cost stays flat in Python however many chunks the memory holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from memory_pipeline.index import versions
+from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.memory.health import render_table
+from memory_pipeline.store import Store
+from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
+
+UNSET = "unset"
+TOP_TAGS = 10
+# (label, lowest access_count, highest or None): the buckets of the access distribution.
+ACCESS_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
+    ("0", 0, 0),
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-9", 5, 9),
+    ("10+", 10, None),
+)
+
+
+@dataclass
+class KnowledgeTypeCount:
+    knowledge_type: str  # "unset" when the source gave none
+    documents: int
+    chunks: int
+
+
+@dataclass
+class IndexInfo:
+    version: int
+    kind: str
+    model_id: str
+    dim: int
+    n_dense: int
+    n_sparse: int
+    n_deleted: int
+    created_at: str
+    size_bytes: int
+
+
+@dataclass
+class SystemStats:
+    documents: int
+    chunks: int
+    by_knowledge_type: list[KnowledgeTypeCount]
+    importance_set: int
+    tagged_chunks: int
+    distinct_tags: int
+    top_tags: list[tuple[str, int]]
+    access_buckets: dict[str, int]
+    total_accesses: int
+    unindexed_chunks: int  # live chunks queued for the next update-index
+    vectors_by_model: dict[str, int]
+    index: IndexInfo | None
+    embedder: str
+    reranker: str  # "none" when no cross-encoder is in use
+    reranker_status: str
+    generated_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    @property
+    def importance_share(self) -> float:
+        return self.importance_set / self.chunks if self.chunks else 0.0
+
+    @property
+    def tag_coverage(self) -> float:
+        return self.tagged_chunks / self.chunks if self.chunks else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["generated_at"] = self.generated_at.isoformat()
+        data["importance_share"] = round(self.importance_share, 4)
+        data["tag_coverage"] = round(self.tag_coverage, 4)
+        data["top_tags"] = [{"tag": t, "chunks": n} for t, n in self.top_tags]
+        return data
+
+    def render(self) -> str:
+        idx = self.index
+        lines = [
+            f"documents {self.documents}, chunks {self.chunks} "
+            f"({self.unindexed_chunks} waiting for update-index)",
+            f"importance set on {self.importance_set} chunks ({self.importance_share:.0%}); "
+            f"tagged {self.tagged_chunks} ({self.tag_coverage:.0%}), {self.distinct_tags} distinct tags",
+            "index: none published; run update-index"
+            if idx is None
+            else f"index: version {idx.version} ({idx.kind}), {idx.n_dense} vectors, "
+            f"{idx.n_sparse} BM25 docs, {idx.n_deleted} deleted, {_size(idx.size_bytes)}, "
+            f"model {idx.model_id} (dim {idx.dim})",
+            f"embedder: {self.embedder}",
+            f"reranker: {self.reranker}"
+            + ("" if self.reranker == self.reranker_status else f" ({self.reranker_status})"),
+            "",
+            render_table(
+                ["knowledge_type", "documents", "chunks"],
+                [
+                    [k.knowledge_type, str(k.documents), str(k.chunks)]
+                    for k in self.by_knowledge_type
+                ],
+            ),
+            "",
+            render_table(
+                ["access_count", "chunks"], [[b, str(n)] for b, n in self.access_buckets.items()]
+            ),
+        ]
+        if self.top_tags:
+            lines += ["", render_table(["tag", "chunks"], [[t, str(n)] for t, n in self.top_tags])]
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("KB", "MB", "GB"):
+        size /= 1024
+        if size < 1024 or unit == "GB":
+            return f"{size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _reranker_in_use(status: str) -> bool:
+    # load_reranker's statuses: "cross-encoder 'x' loaded (CPU)" when one is in use,
+    # "no cross-encoder configured …" or "cross-encoder unavailable: …" when not.
+    return status.startswith("cross-encoder ") and not status.startswith(
+        "cross-encoder unavailable"
+    )
+
+
+def _by_knowledge_type(c: sa.Connection) -> list[KnowledgeTypeCount]:
+    docs = dict(
+        c.execute(
+            sa.select(Document.knowledge_type, sa.func.count()).group_by(Document.knowledge_type)
+        ).all()
+    )
+    chunks = dict(
+        c.execute(
+            sa.select(Chunk.knowledge_type, sa.func.count()).group_by(Chunk.knowledge_type)
+        ).all()
+    )
+    # Chunk-level overrides (set_chunk_tags) can name a type no document has, and vice versa.
+    kinds = sorted(set(docs) | set(chunks), key=lambda k: (k is None, k or ""))
+    return [
+        KnowledgeTypeCount(k or UNSET, int(docs.get(k, 0)), int(chunks.get(k, 0))) for k in kinds
+    ]
+
+
+def _access_buckets(c: sa.Connection) -> tuple[dict[str, int], int]:
+    cases = []
+    for label, low, high in ACCESS_BUCKETS:
+        cond = Chunk.access_count >= low
+        if high is not None:
+            cond = sa.and_(cond, Chunk.access_count <= high)
+        cases.append(sa.func.sum(sa.case((cond, 1), else_=0)).label(label))
+    row = c.execute(sa.select(*cases, sa.func.sum(Chunk.access_count))).one()
+    buckets = {label: int(row[i] or 0) for i, (label, _lo, _hi) in enumerate(ACCESS_BUCKETS)}
+    return buckets, int(row[-1] or 0)
+
+
+def _index_info(reader: IndexReader) -> IndexInfo | None:
+    loaded = reader.current()
+    if loaded is None:
+        return None
+    m = loaded.manifest
+    return IndexInfo(
+        version=m.version,
+        kind=m.kind,
+        model_id=m.model_id,
+        dim=m.dim,
+        n_dense=m.n_dense,
+        n_sparse=m.n_sparse,
+        n_deleted=m.n_deleted,
+        created_at=m.created_at,
+        # Hard links shared with older versions count in full: this is what the version needs.
+        size_bytes=versions.dir_size(loaded.path),
+    )
+
+
+def system_stats(
+    store: Store, reader: IndexReader, *, embedder_id: str, reranker_status: str
+) -> SystemStats:
+    """Counts, coverage and usage of the memory plus what serves it; never writes."""
+    count = sa.func.count
+    with store.conn() as c:
+        documents = int(c.execute(sa.select(count()).select_from(Document)).scalar_one())
+        chunks = int(c.execute(sa.select(count()).select_from(Chunk)).scalar_one())
+        importance_set = int(
+            c.execute(sa.select(count()).where(Chunk.importance.is_not(None))).scalar_one()
+        )
+        tagged = int(c.execute(sa.select(count(sa.distinct(ChunkTag.chunk_id)))).scalar_one())
+        distinct_tags = int(c.execute(sa.select(count(sa.distinct(ChunkTag.tag)))).scalar_one())
+        top = c.execute(
+            sa.select(ChunkTag.tag, count().label("n"))
+            .group_by(ChunkTag.tag)
+            .order_by(sa.desc("n"), ChunkTag.tag)
+            .limit(TOP_TAGS)
+        ).all()
+        buckets, total_accesses = _access_buckets(c)
+        unindexed = int(
+            c.execute(
+                sa.select(count(sa.distinct(IndexChange.chunk_id)))
+                .join(Chunk, Chunk.id == IndexChange.chunk_id)
+                .where(IndexChange.op == "add")
+            ).scalar_one()
+        )
+        models = c.execute(
+            sa.select(Embedding.model_id, count()).group_by(Embedding.model_id)
+        ).all()
+        by_type = _by_knowledge_type(c)
+    in_use = _reranker_in_use(reranker_status)
+    return SystemStats(
+        documents=documents,
+        chunks=chunks,
+        by_knowledge_type=by_type,
+        importance_set=importance_set,
+        tagged_chunks=tagged,
+        distinct_tags=distinct_tags,
+        top_tags=[(str(t), int(n)) for t, n in top],
+        access_buckets=buckets,
+        total_accesses=total_accesses,
+        unindexed_chunks=unindexed,
+        vectors_by_model={str(m): int(n) for m, n in models},
+        index=_index_info(reader),
+        embedder=embedder_id or "none",
+        reranker=reranker_status if in_use else "none",
+        reranker_status=reranker_status or "none",
+    )
