@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from pathlib import Path
 
 import pytest
@@ -76,9 +77,7 @@ def test_more_accesses_never_lower_a_score(kind: str | None, relevance: float) -
         memory_score(fields(kind, 100, accesses=n), params, NOW, relevance).score
         for n in (0, 1, 2, 5, 10, 100, 10_000)
     ]
-    assert all(
-        a is not None and b is not None and b >= a for a, b in zip(scores, scores[1:], strict=False)
-    )
+    assert all(a is not None and b is not None and b >= a for a, b in itertools.pairwise(scores))
     assert scores[-1] is not None and scores[-1] <= 1.0 + 1e-12
 
 
