@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.memory import report_cli
+from memory_pipeline.memory import forgetting_cli, report_cli
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.types import SearchFilters
 
@@ -224,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rebuild-index", parents=[common], help="rebuild from stored vectors")
     p.set_defaults(func=cmd_rebuild)
     report_cli.register(sub, [common], _system)
+    forgetting_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

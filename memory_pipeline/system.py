@@ -26,8 +26,10 @@ from memory_pipeline.ingest.loaders import (
     normalized_content_hash,
 )
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
+from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_batch
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.rerank import memory_rerank
+from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
@@ -358,6 +360,53 @@ class MemorySystem:
             for doc_id, _source, day_iso, rule_value in plan:
                 self.store.set_source_date(doc_id, dt.date.fromisoformat(day_iso), rule_value)
         return plan
+
+    # -------------------------------------------------------------- forgetting
+    def run_forgetting_batch(
+        self,
+        *,
+        time_weight: float | None = None,
+        freq_weight: float | None = None,
+        importance_threshold: float | None = None,
+        score_threshold: float = 0.05,
+        dry_run: bool = True,
+        max_fraction: float = 0.2,
+        force: bool = False,
+        now: dt.datetime | None = None,
+        examples: int = 10,
+    ) -> ForgettingReport:
+        """Score every live chunk on the memory axis; archive the low ones unless dry run."""
+        return run_forgetting_batch(
+            self.store,
+            self.writer,
+            self.archive_file,
+            self.embedder,
+            self.memory_params(time_weight, freq_weight, importance_threshold),
+            score_threshold=score_threshold,
+            dry_run=dry_run,
+            max_fraction=max_fraction,
+            force=force,
+            now=now,
+            examples=examples,
+        )
+
+    def restore_archived(
+        self,
+        *,
+        run_id: str | None = None,
+        doc_id: str | None = None,
+        chunk_ids: Sequence[int] | None = None,
+    ) -> RestoreReport:
+        """Bring archived chunks back (one selector), re-using their archived vectors."""
+        return restore_archived(
+            self.store,
+            self.writer,
+            self.archive_file,
+            self.embedder,
+            run_id=run_id,
+            doc_id=doc_id,
+            chunk_ids=chunk_ids,
+        )
 
     # ----------------------------------------------------------------- reports
     @property

@@ -157,3 +157,33 @@ class IndexVersion(Base):
     added: Mapped[int] = mapped_column(Integer)
     removed: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class ForgettingRun(Base):
+    """One real forgetting run. Its archive lines count only once status is "archived".
+
+    The run row commits as "pending" before any line is appended to the archive and
+    turns "archived" in the same transaction that deletes the chunks, so a chunk is
+    live or archived at every instant, never both and never neither.
+    """
+
+    __tablename__ = "forgetting_runs"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))  # "pending" | "archived"
+    dry_run: Mapped[bool] = mapped_column()
+    params: Mapped[str] = mapped_column(Text)  # JSON
+    n_candidates: Mapped[int] = mapped_column(Integer)
+    n_archived: Mapped[int] = mapped_column(Integer)
+
+
+class ArchiveRestore(Base):
+    """An archived chunk brought back: its archive line no longer counts as archived."""
+
+    __tablename__ = "archive_restores"
+
+    archive_key: Mapped[str] = mapped_column(String(96), primary_key=True)  # "run_id:chunk_id"
+    restored_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    new_chunk_id: Mapped[int] = mapped_column(ChunkId)

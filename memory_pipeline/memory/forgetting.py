@@ -1,0 +1,307 @@
+"""The forgetting batch: score every live chunk on the memory axis, archive the weakest.
+
+Candidates are chunks cut by importance or whose memory value (``memory_score``
+with relevance 0 — the very function the search rerank uses) is below
+``score_threshold``. A dry run (the default) only reports. A real run keeps every
+chunk live XOR archived at every instant (see ``archive``):
+
+1. commit the run row as ``"pending"``;
+2. append one line per candidate to the archive, flush + fsync;
+3. one transaction: delete the chunk rows (documents stay, for restore), queue
+   ``IndexChange("del")``, mark the run ``"archived"``;
+4. ``IndexWriter.update()`` drops them from the index. If that fails, the database
+   is still the truth: serving never returns deleted ids.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from memory_pipeline.errors import InvalidInputError, MemoryError_
+from memory_pipeline.memory.archive import (
+    ARCHIVED,
+    PENDING,
+    append_chunks,
+    archived_keys,
+    iter_archive,
+)
+from memory_pipeline.memory.restore import RestoreReport, restore_archived
+from memory_pipeline.memory.scoring import CutReason, MemoryFields, MemoryParams, memory_score
+from memory_pipeline.store import Store, now_utc
+from memory_pipeline.store.schema import Chunk, ForgettingRun, IndexChange
+
+if TYPE_CHECKING:
+    from memory_pipeline.embedding.base import Embedder
+    from memory_pipeline.index.manager import IndexWriter
+
+__all__ = [
+    "ForgettingRefusedError",
+    "ForgettingReport",
+    "RestoreReport",
+    "archived_keys",
+    "iter_archive",
+    "restore_archived",
+    "run_forgetting_batch",
+]
+
+_BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
+_SNIPPET = 100
+
+
+class ForgettingRefusedError(MemoryError_):
+    """A real run would archive more than ``max_fraction`` of the live chunks."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    chunk_id: int
+    doc_id: str
+    chunk_index: int
+    knowledge_type: str | None
+    score: float | None  # None when cut by importance
+    reason: str
+    age_days: float
+    snippet: str = ""
+
+    def sort_key(self) -> tuple[int, float]:
+        return (0, 0.0) if self.score is None else (1, self.score)
+
+
+@dataclass
+class ForgettingReport:
+    run_id: str | None
+    dry_run: bool
+    params: dict[str, Any]
+    live_chunks: int
+    candidates: int
+    archived: int
+    limit: int  # most chunks one run may archive without force
+    refused: bool  # over the limit (a dry run reports it; a real run raised unless forced)
+    by_type: dict[str, dict[str, int]]  # knowledge_type -> reason -> count
+    examples: list[Candidate] = field(default_factory=list)
+    archive_path: str = ""
+    index_version: int | None = None
+    index_error: str | None = None
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        mode = "DRY RUN — nothing changed" if self.dry_run else f"run {self.run_id}"
+        share = self.candidates / self.live_chunks if self.live_chunks else 0.0
+        p = self.params
+        lines = [
+            f"forgetting batch ({mode})",
+            f"  params: time_weight {p['time_weight']}, freq_weight {p['freq_weight']}, "
+            f"importance_threshold {p['importance_threshold']}, score_threshold "
+            f"{p['score_threshold']}, max_fraction {p['max_fraction']}, now {p['now']}",
+            f"  {self.candidates} of {self.live_chunks} live chunks are candidates ({share:.1%}; "
+            f"limit {self.limit} without force)",
+        ]
+        if self.refused and self.dry_run:
+            lines.append("  over the limit: a real run needs --force (or a lower threshold)")
+        elif self.refused:
+            lines.append("  over the limit, archived anyway because force was given")
+        if not self.dry_run:
+            lines.append(f"  archived {self.archived} to {self.archive_path}")
+        reasons = sorted({r for counts in self.by_type.values() for r in counts})
+        if reasons:
+            lines.append("  " + f"{'knowledge_type':<16}" + "".join(f"{r:>28}" for r in reasons))
+            for kind, counts in sorted(self.by_type.items()):
+                cells = "".join(f"{counts.get(r, 0):>28}" for r in reasons)
+                lines.append(f"  {kind:<16}{cells}")
+        if self.examples:
+            lines.append("  lowest-scoring:")
+        for c in self.examples:
+            score = "cut" if c.score is None else f"{c.score:.3g}"
+            lines.append(
+                f"    {score:>9}  {c.doc_id}#{c.chunk_index} ({c.knowledge_type or '-'}, "
+                f"{c.age_days:.0f} days)  {c.snippet}"
+            )
+        if self.index_error:
+            lines.append(f"  index not updated ({self.index_error}); run update-index")
+        elif self.index_version is not None:
+            lines.append(f"  index version {self.index_version}")
+        timings = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings_s.items())
+        lines.append(f"  timings: {timings}")
+        return "\n".join(lines)
+
+
+def _check(score_threshold: float, max_fraction: float, examples: int) -> None:
+    for name, value in (("score_threshold", score_threshold), ("max_fraction", max_fraction)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+        raise InvalidInputError(f"examples must be an integer ≥ 0, got {examples!r}")
+
+
+def score_candidates(
+    store: Store, params: MemoryParams, score_threshold: float, now: dt.datetime
+) -> tuple[int, list[Candidate]]:
+    """One pass over a Core select of the memory columns: (live chunks, candidates)."""
+    stmt = sa.select(
+        Chunk.id,
+        Chunk.doc_id,
+        Chunk.chunk_index,
+        Chunk.knowledge_type,
+        Chunk.importance,
+        Chunk.access_count,
+        Chunk.created_at,
+        Chunk.source_date,
+    )
+    live = 0
+    out: list[Candidate] = []
+    with store.conn() as c:
+        rows = (row for part in c.execute(stmt).partitions(10_000) for row in part)
+        for cid, doc_id, index, kind, importance, accesses, created, source_date in rows:
+            live += 1
+            fields = MemoryFields(kind, importance, accesses or 0, created, source_date)
+            ms = memory_score(fields, params, now)
+            if ms.cut is not None:
+                reason = ms.cut.value
+            elif ms.score is not None and ms.score < score_threshold:
+                reason = CutReason.SCORE.value
+            else:
+                continue
+            out.append(Candidate(int(cid), doc_id, index, kind, ms.score, reason, ms.age_days))
+    return live, out
+
+
+def _params(params: MemoryParams, **extra: Any) -> dict[str, Any]:
+    return {**asdict(params), "half_life_overrides": dict(params.half_life_overrides), **extra}
+
+
+def run_forgetting_batch(
+    store: Store,
+    writer: IndexWriter,
+    archive_path: Path,
+    embedder: Embedder,
+    params: MemoryParams,
+    score_threshold: float = 0.05,
+    dry_run: bool = True,
+    max_fraction: float = 0.2,
+    force: bool = False,
+    now: dt.datetime | None = None,
+    examples: int = 10,
+) -> ForgettingReport:
+    """Score every live chunk; a real run archives the candidates and removes them."""
+    _check(score_threshold, max_fraction, examples)
+    started = time.perf_counter()
+    now = now or now_utc()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.UTC)
+    live, candidates = score_candidates(store, params, score_threshold, now)
+    scored_s = time.perf_counter() - started
+    limit = math.floor(max_fraction * live)
+    by_type: dict[str, Counter[str]] = {}
+    for c in candidates:
+        by_type.setdefault(c.knowledge_type or "-", Counter())[c.reason] += 1
+    lowest = sorted(candidates, key=Candidate.sort_key)[:examples]
+    texts = store.contents([c.chunk_id for c in lowest])
+    report = ForgettingReport(
+        run_id=None,
+        dry_run=dry_run,
+        params=_params(
+            params,
+            score_threshold=score_threshold,
+            max_fraction=max_fraction,
+            force=force,
+            dry_run=dry_run,
+            now=now.isoformat(),
+        ),
+        live_chunks=live,
+        candidates=len(candidates),
+        archived=0,
+        limit=limit,
+        refused=len(candidates) > limit,
+        by_type={k: dict(v) for k, v in by_type.items()},
+        examples=[
+            Candidate(
+                **{**asdict(c), "snippet": " ".join(texts.get(c.chunk_id, "").split())[:_SNIPPET]}
+            )
+            for c in lowest
+        ],
+        archive_path=str(archive_path),
+        timings_s={"score": scored_s},
+    )
+    if dry_run:
+        report.timings_s["total"] = time.perf_counter() - started
+        return report
+    if report.refused and not force:
+        raise ForgettingRefusedError(
+            f"this run would archive {len(candidates)} of {live} live chunks "
+            f"({len(candidates) / live:.1%}), more than max_fraction {max_fraction:.0%} "
+            f"allows ({limit}); check the dry-run report, then pass force=True (--force), "
+            "raise max_fraction (--max-fraction) or lower score_threshold"
+        )
+    report.run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    _archive_and_delete(store, archive_path, embedder, candidates, report)
+    report.timings_s["archive+delete"] = time.perf_counter() - started - scored_s
+    index_started = time.perf_counter()
+    try:
+        report.index_version = writer.update().version
+    except (MemoryError_, OSError) as exc:  # the database is the truth; serving copes
+        report.index_error = str(exc)
+    report.timings_s["index"] = time.perf_counter() - index_started
+    report.timings_s["total"] = time.perf_counter() - started
+    return report
+
+
+def _archive_and_delete(
+    store: Store,
+    archive_path: Path,
+    embedder: Embedder,
+    candidates: list[Candidate],
+    report: ForgettingReport,
+) -> None:
+    """Steps 1–3 of the module docstring; on return the chunks are archived, not live."""
+    assert report.run_id is not None
+    run_id = report.run_id
+    with store.write() as s:
+        s.add(
+            ForgettingRun(
+                run_id=run_id,
+                created_at=now_utc(),
+                finished_at=None,
+                status=PENDING,
+                dry_run=False,
+                params=json.dumps(report.params, sort_keys=True),
+                n_candidates=len(candidates),
+                n_archived=0,
+            )
+        )
+    entries = [(c.chunk_id, c.reason, c.score) for c in candidates]
+    written = append_chunks(store, archive_path, embedder.model_id, run_id, entries)
+    _delete_and_finish(store, run_id, written)
+    report.archived = len(written)
+
+
+def _delete_and_finish(store: Store, run_id: str, ids: list[int]) -> None:
+    """One transaction: the chunks go (tags and vectors cascade), the run counts as archived."""
+    deleted = 0
+    with store.write() as s:
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start : start + _BATCH]
+            result = s.execute(
+                sa.delete(Chunk)
+                .where(Chunk.id.in_(batch))
+                .execution_options(synchronize_session=False)
+            )
+            deleted += int(result.rowcount)  # type: ignore[attr-defined]
+            s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in batch])
+        s.execute(
+            sa.update(ForgettingRun)
+            .where(ForgettingRun.run_id == run_id)
+            .values(status=ARCHIVED, n_archived=deleted, finished_at=now_utc())
+        )

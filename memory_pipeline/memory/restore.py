@@ -1,0 +1,305 @@
+"""Bring archived chunks back: new ids (ids are never reused), one transaction, then the index.
+
+Each restored chunk gets its original fields and tags, the archived vector when it
+was made by the current embedder (else a known vector for the same text, else a
+fresh embedding), its document row again if that was deleted meanwhile, an
+``IndexChange("add")`` and an ``ArchiveRestore`` row — the latter is what makes its
+archive line stop counting as archived.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from memory_pipeline.errors import InvalidInputError, MemoryError_, NotFoundError
+from memory_pipeline.memory.archive import (
+    PENDING,
+    archive_key,
+    archived_records,
+    chunk_row,
+    decode_vector,
+    document_row,
+    run_statuses,
+)
+from memory_pipeline.store import Store, content_sha, now_utc
+from memory_pipeline.store.schema import Base, Chunk, Document
+
+if TYPE_CHECKING:
+    from memory_pipeline.embedding.base import Embedder
+    from memory_pipeline.index.manager import IndexWriter
+
+_BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
+_TABLES = Base.metadata.tables
+
+
+@dataclass(frozen=True)
+class SkippedChunk:
+    old_chunk_id: int
+    doc_id: str
+    chunk_index: int
+    reason: str
+
+
+@dataclass
+class RestoreReport:
+    selector: str
+    selected: int
+    restored: int
+    reused_vectors: int
+    reembedded: int
+    documents_recreated: int
+    new_ids: dict[int, int] = field(default_factory=dict)  # old chunk id -> new chunk id
+    skipped: list[SkippedChunk] = field(default_factory=list)
+    not_archived: list[int] = field(default_factory=list)  # asked-for ids with no archived line
+    index_version: int | None = None
+    index_error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["new_ids"] = {str(k): v for k, v in self.new_ids.items()}
+        return data
+
+    def render(self) -> str:
+        lines = [
+            f"restore {self.selector}: {self.restored} of {self.selected} archived chunks "
+            f"back ({self.reused_vectors} archived vectors reused, {self.reembedded} re-embedded, "
+            f"{self.documents_recreated} documents recreated) in {self.seconds:.2f}s",
+        ]
+        for skip in self.skipped:
+            lines.append(
+                f"  skipped {skip.doc_id}#{skip.chunk_index} (old id {skip.old_chunk_id}): "
+                f"{skip.reason}"
+            )
+        if self.not_archived:
+            lines.append(f"  not archived (ignored): chunk ids {self.not_archived}")
+        if self.index_error:
+            lines.append(f"  index not updated ({self.index_error}); run update-index")
+        elif self.index_version is not None:
+            lines.append(f"  index version {self.index_version}")
+        return "\n".join(lines)
+
+
+def _selector(
+    run_id: str | None, doc_id: str | None, chunk_ids: Iterable[int] | None
+) -> tuple[str, Callable[[dict[str, Any]], bool], list[int]]:
+    given = [
+        n
+        for n, v in (("run_id", run_id), ("doc_id", doc_id), ("chunk_ids", chunk_ids))
+        if v is not None
+    ]
+    if len(given) != 1:
+        raise InvalidInputError(
+            "pass exactly one of run_id, doc_id or chunk_ids to choose what to restore"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    if run_id is not None:
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise InvalidInputError("run_id must be a non-empty string")
+        return f"run {run_id}", lambda r: r["run_id"] == run_id, []
+    if doc_id is not None:
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            raise InvalidInputError("doc_id must be a non-empty string")
+        return f"document {doc_id}", lambda r: r["doc_id"] == doc_id, []
+    assert chunk_ids is not None
+    ids = list(chunk_ids)
+    if not ids or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+        raise InvalidInputError(f"chunk_ids must be a non-empty list of integers, got {ids!r}")
+    wanted = set(ids)
+    return f"chunk ids {sorted(wanted)}", lambda r: int(r["chunk_id"]) in wanted, sorted(wanted)
+
+
+def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError:
+    if run_id is not None:
+        status = run_statuses(store).get(run_id)
+        if status is None:
+            why = "there is no such forgetting run (run ids are printed by `forget --apply`)"
+        elif status == PENDING:
+            why = "that run was interrupted before it removed anything: its chunks are still live"
+        else:
+            why = "every chunk of that run is already restored"
+    else:
+        why = "nothing archived matches (never archived, already restored, or from an interrupted run)"
+    return NotFoundError(f"nothing to restore for {selector}: {why}")
+
+
+def _live_positions(
+    c: sa.Connection | Session, positions: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """(doc_id, chunk_index) -> chunk id, for the given positions that hold a live chunk."""
+    wanted = set(positions)
+    by_doc: dict[str, set[int]] = {}
+    for doc_id, index in wanted:
+        by_doc.setdefault(doc_id, set()).add(index)
+    docs = sorted(by_doc)
+    out: dict[tuple[str, int], int] = {}
+    # doc_id IN (…) AND chunk_index IN (…) seeks the unique index; a row-value IN would
+    # scan it on SQLite. The result is a superset, filtered here.
+    step = _BATCH // 5
+    for start in range(0, len(docs), step):
+        batch = docs[start : start + step]
+        indexes = sorted(set().union(*(by_doc[d] for d in batch)))
+        for part in range(0, len(indexes), _BATCH):
+            rows = c.execute(
+                sa.select(Chunk.doc_id, Chunk.chunk_index, Chunk.id).where(
+                    Chunk.doc_id.in_(batch), Chunk.chunk_index.in_(indexes[part : part + _BATCH])
+                )
+            )
+            for d, i, cid in rows:
+                if (d, i) in wanted:
+                    out[(str(d), int(i))] = int(cid)
+    return out
+
+
+def _vectors(
+    store: Store, embedder: Embedder, records: list[dict[str, Any]]
+) -> tuple[np.ndarray, int, int]:
+    """Archived vectors of the current model; known vectors by content; embed the rest."""
+    vectors: list[np.ndarray | None] = [
+        decode_vector(r["vector"])
+        if r.get("vector") and r.get("model_id") == embedder.model_id
+        else None
+        for r in records
+    ]
+    reused = sum(v is not None for v in vectors)
+    todo = [i for i, v in enumerate(vectors) if v is None]
+    known = store.vectors_by_content(
+        (content_sha(records[i]["content"]) for i in todo), embedder.model_id
+    )
+    fresh = [i for i in todo if content_sha(records[i]["content"]) not in known]
+    embedded = embedder.embed_documents([records[i]["content"] for i in fresh])
+    for row, i in enumerate(fresh):
+        vectors[i] = embedded[row]
+    for i in todo:
+        if vectors[i] is None:
+            vectors[i] = known[content_sha(records[i]["content"])]
+    if not records:
+        return np.zeros((0, embedder.dim), np.float32), 0, 0
+    matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
+    store.check_model(embedder.model_id, int(matrix.shape[1]))
+    return matrix, reused, len(fresh)
+
+
+def _insert_restored(
+    s: Session, records: list[dict[str, Any]], vectors: np.ndarray, model_id: str
+) -> tuple[list[int], int]:
+    """Documents that went missing, then chunks with new ids, tags, vectors, queue, restores."""
+    if not records:
+        return [], 0
+    doc_ids = sorted({r["doc_id"] for r in records})
+    present = set(s.scalars(sa.select(Document.doc_id).where(Document.doc_id.in_(doc_ids))))
+    missing: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["doc_id"] not in present and r["doc_id"] not in missing:
+            missing[r["doc_id"]] = document_row(r["doc_id"], r["document"])
+    # Core executemany on the tables: no ORM bookkeeping for thousands of plain rows.
+    c = s.connection()
+    if missing:
+        c.execute(sa.insert(_TABLES["documents"]), list(missing.values()))
+    # No RETURNING (row-at-a-time on SQLite): (doc_id, chunk_index) is unique, so the
+    # new ids are read back by position in the same transaction.
+    rows = [chunk_row(r) for r in records]
+    for start in range(0, len(rows), _BATCH):
+        c.execute(sa.insert(_TABLES["chunks"]), rows[start : start + _BATCH])
+    positions = [(r["doc_id"], int(r["chunk_index"])) for r in records]
+    by_position = _live_positions(c, positions)
+    ids = [by_position[p] for p in positions]
+    pairs = list(zip(ids, records, strict=True))
+    tags = [{"chunk_id": i, "tag": t} for i, r in pairs for t in r["tags"]]
+    if tags:
+        c.execute(sa.insert(_TABLES["chunk_tags"]), tags)
+    dim = int(vectors.shape[1])
+    c.execute(
+        sa.insert(_TABLES["embeddings"]),
+        [
+            {"chunk_id": i, "model_id": model_id, "dim": dim, "vector": v.tobytes()}
+            for i, v in zip(ids, vectors, strict=True)
+        ],
+    )
+    c.execute(sa.insert(_TABLES["index_changes"]), [{"chunk_id": i, "op": "add"} for i in ids])
+    when = now_utc()
+    c.execute(
+        sa.insert(_TABLES["archive_restores"]),
+        [
+            {
+                "archive_key": archive_key(r["run_id"], r["chunk_id"]),
+                "restored_at": when,
+                "new_chunk_id": i,
+            }
+            for i, r in pairs
+        ],
+    )
+    return ids, len(missing)
+
+
+def restore_archived(
+    store: Store,
+    writer: IndexWriter,
+    archive_path: Path,
+    embedder: Embedder,
+    *,
+    run_id: str | None = None,
+    doc_id: str | None = None,
+    chunk_ids: Iterable[int] | None = None,
+) -> RestoreReport:
+    """Bring archived chunks back with new ids, in one transaction, then update the index."""
+    started = time.perf_counter()
+    selector, matches, asked = _selector(run_id, doc_id, chunk_ids)
+    chosen: dict[tuple[str, int], dict[str, Any]] = {}
+    superseded: list[dict[str, Any]] = []
+    for record in archived_records(store, archive_path):
+        if matches(record):
+            position = (record["doc_id"], int(record["chunk_index"]))
+            if position in chosen:  # archived, restored elsewhere, archived again: latest wins
+                superseded.append(chosen[position])
+            chosen[position] = record
+    if not chosen:
+        raise _not_found(store, selector, run_id)
+    report = RestoreReport(selector, len(chosen) + len(superseded), 0, 0, 0, 0)
+    seen_ids = {int(r["chunk_id"]) for r in [*chosen.values(), *superseded]}
+    report.not_archived = [i for i in asked if i not in seen_ids]
+    for r in superseded:
+        report.skipped.append(
+            SkippedChunk(
+                int(r["chunk_id"]),
+                r["doc_id"],
+                int(r["chunk_index"]),
+                "a later archived copy is restored instead",
+            )
+        )
+    with store.conn() as c:
+        live = set(_live_positions(c, chosen))
+    todo = [r for position, r in chosen.items() if position not in live]
+    if todo:
+        vectors, report.reused_vectors, report.reembedded = _vectors(store, embedder, todo)
+        with store.write() as s:
+            # Checked again under the write lock: someone may have re-ingested meanwhile.
+            live |= set(_live_positions(s, ((r["doc_id"], int(r["chunk_index"])) for r in todo)))
+            keep = [(r["doc_id"], int(r["chunk_index"])) not in live for r in todo]
+            todo = [r for r, k in zip(todo, keep, strict=True) if k]
+            new_ids, report.documents_recreated = _insert_restored(
+                s, todo, vectors[np.asarray(keep, dtype=bool)], embedder.model_id
+            )
+        report.restored = len(new_ids)
+        report.new_ids = {int(r["chunk_id"]): i for r, i in zip(todo, new_ids, strict=True)}
+        try:
+            report.index_version = writer.update().version
+        except (MemoryError_, OSError) as exc:  # the database is the truth; serving copes
+            report.index_error = str(exc)
+    for position, r in chosen.items():
+        if position in live:
+            report.skipped.append(
+                SkippedChunk(
+                    int(r["chunk_id"]), *position, "a chunk at this position is live again"
+                )
+            )
+    report.seconds = time.perf_counter() - started
+    return report
