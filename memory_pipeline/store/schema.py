@@ -99,7 +99,8 @@ class Chunk(Base):
     content_sha: Mapped[str] = mapped_column(String(64), index=True)
     token_count: Mapped[int] = mapped_column(Integer)
     knowledge_type: Mapped[str | None] = mapped_column(String(16), index=True)
-    importance: Mapped[float | None] = mapped_column(Float)
+    # Indexed: guaranteed candidates are looked up by importance on every memory search.
+    importance: Mapped[float | None] = mapped_column(Float, index=True)
     access_count: Mapped[int] = mapped_column(Integer, default=0)
     last_accessed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
