@@ -176,7 +176,13 @@ class HybridSearcher:
                 [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
             )
         run.stats.candidates = len(run.fused)
-        pool_size = max(p.top_k * 4, p.rerank_depth if self._rerank_on(p) else 0, 20)
+        # Later stages re-order the pool; without them only top_k (plus a margin for
+        # collapsed duplicates and orphans) is ever shown.
+        reorders = p.enable_mmr or p.enable_memory_rerank
+        pool_size = max(
+            p.top_k * 4 if reorders else p.top_k + 5,
+            p.rerank_depth if self._rerank_on(p) else 0,
+        )
         with run.timer.stage("hydrate"):
             records = self._hydrate(run.fused, pool_size, run.stats)
         run.pool = list(records.values())

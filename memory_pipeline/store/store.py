@@ -201,11 +201,10 @@ class Store:
         out: dict[int, ChunkRecord] = {}
         if not id_list:
             return out
-        table = Chunk.__table__
         with self.conn() as c:
             tags = _tags_for(c, id_list)
             for batch in _batched(id_list):
-                for row in c.execute(sa.select(table).where(table.c.id.in_(batch))):
+                for row in c.execute(_CHUNKS_BY_ID, {"ids": list(batch)}):
                     out[row.id] = _chunk_record(row, tags.get(row.id, ()))
         return out
 
@@ -472,14 +471,21 @@ def _delete_document(s: Session, doc_id: str) -> int | None:
     return len(ids)
 
 
+# Expanding bind parameters: one cached statement however many ids (hot search path).
+_CHUNKS_BY_ID = sa.select(Chunk.__table__).where(
+    Chunk.__table__.c.id.in_(sa.bindparam("ids", expanding=True))
+)
+_TAGS_BY_CHUNK = (
+    sa.select(ChunkTag.chunk_id, ChunkTag.tag)
+    .where(ChunkTag.chunk_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(ChunkTag.tag)
+)
+
+
 def _tags_for(s: Session | sa.Connection, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     tags: dict[int, list[str]] = defaultdict(list)
     for batch in _batched(list(ids)):
-        for cid, tag in s.execute(
-            sa.select(ChunkTag.chunk_id, ChunkTag.tag)
-            .where(ChunkTag.chunk_id.in_(batch))
-            .order_by(ChunkTag.tag)
-        ):
+        for cid, tag in s.execute(_TAGS_BY_CHUNK, {"ids": list(batch)}):
             tags[int(cid)].append(tag)
     return {k: tuple(v) for k, v in tags.items()}
 
