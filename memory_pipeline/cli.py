@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -14,6 +15,7 @@ from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
 from memory_pipeline.memory import forgetting_cli, report_cli
 from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.sources import cli as sources_cli
 from memory_pipeline.types import SearchFilters
 
 SAMPLE_QUERIES = (
@@ -225,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_rebuild)
     report_cli.register(sub, [common], _system)
     forgetting_cli.register(sub, [common], _system)
+    sources_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)
@@ -232,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Idle OpenMP threads spinning after a torch call starve FAISS and SQLite on
+    # small machines; set before any native library starts its thread pool.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

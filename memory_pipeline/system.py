@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy.exc import IntegrityError
 
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
@@ -212,9 +213,23 @@ class MemorySystem:
             source_date_rule=prepared.source_date_rule,
             created_at=now,
         )
-        self.store.add_document(
-            info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older
-        )
+        try:
+            self.store.add_document(
+                info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older
+            )
+        except IntegrityError:
+            # Another writer stored the same bytes between our check and our insert.
+            if self.store.get_document(doc_id) is None:
+                raise
+            return IngestResult(
+                source=loaded.source,
+                doc_id=doc_id,
+                status="unchanged",
+                chunks=len(chunks),
+                embedded=0,
+                reused_vectors=0,
+                message=f"identical content was stored concurrently as {doc_id}; nothing to do",
+            )
         return IngestResult(
             source=loaded.source,
             doc_id=doc_id,

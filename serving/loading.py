@@ -1,0 +1,55 @@
+"""When the heavy models (embedder, optional cross-encoder) and the index are loaded.
+
+``lazy``: on the first call that needs them. ``eager``: before the server
+answers its first message. ``background``: a thread starts loading as the
+server starts serving, and the server answers meanwhile; a call that needs a
+model waits for the load in progress (the embedders load under a lock), never
+starts a second.
+The measurements behind the default are in docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from memory_pipeline.errors import MemoryError_
+
+if TYPE_CHECKING:  # importing the system loads the native libraries; see serving.__main__
+    from memory_pipeline.system import MemorySystem
+
+log = logging.getLogger(__name__)
+
+LOAD_ENV_VAR = "HYBRID_RAG_MODEL_LOAD"
+
+
+class LoadPolicy(StrEnum):
+    LAZY = "lazy"
+    EAGER = "eager"
+    BACKGROUND = "background"
+
+
+DEFAULT_POLICY = LoadPolicy.BACKGROUND
+
+
+def warm_up(system: MemorySystem) -> float:
+    """Load the models and the published index by running one search; returns seconds.
+
+    A failure is logged, not raised: the first real call reports it as a tool error.
+    """
+    started = time.perf_counter()
+    try:
+        system.query("warm-up", top_k=1, record_access=False)
+    except MemoryError_ as exc:
+        log.warning("warm-up search failed (the first call will report it): %s", exc)
+    seconds = time.perf_counter() - started
+    log.info("models and index loaded in %.2fs", seconds)
+    return seconds
+
+
+def start_background(system: MemorySystem) -> None:
+    """Warm up on a daemon thread; the server answers meanwhile."""
+    threading.Thread(target=warm_up, args=(system,), name="warm-up", daemon=True).start()

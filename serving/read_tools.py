@@ -1,0 +1,182 @@
+"""Tools that only read the memory: thin adapters over ``MemorySystem``.
+
+Each method is one MCP tool: its signature is the tool's input schema, its
+docstring the description the model reads, its return type the output schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from memory_pipeline.system import MemorySystem
+from memory_pipeline.types import SearchFilters, SearchHit
+from serving.schemas import (
+    MAX_EMBED_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RERANK,
+    ChunkIn,
+    ChunkOut,
+    DocId,
+    DocumentChunks,
+    EmbedOutput,
+    HealthReportOut,
+    Hit,
+    RerankOutput,
+    SearchFiltersIn,
+    SearchOutput,
+    SearchStatsOut,
+    SystemStatsOut,
+    Tag,
+    TaggedChunks,
+    Weight,
+)
+
+_TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's half-life)"
+_FREQ_WEIGHT = "share of the score given to how often a chunk was retrieved"
+_IMPORTANCE = "chunks whose importance is below this are left out (unset importance passes)"
+
+
+class ReadTools:
+    def __init__(self, system: MemorySystem) -> None:
+        self.system = system
+
+    def embed(
+        self, text: Annotated[str, Field(min_length=1, max_length=MAX_EMBED_CHARS)]
+    ) -> EmbedOutput:
+        """Embed a text as a query with the memory's embedding model (unit-length vector)."""
+        vector = self.system.embed(text)
+        return EmbedOutput(
+            model_id=self.system.embedder.model_id, dim=len(vector), vector=vector.tolist()
+        )
+
+    def hybrid_search(
+        self,
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
+        tags: Annotated[
+            list[Tag] | None, Field(max_length=20, description="only chunks with all these tags")
+        ] = None,
+        filters: SearchFiltersIn | None = None,
+        top_k: Annotated[int, Field(ge=1, le=50, description="how many chunks to return")] = 5,
+        include_stats: Annotated[
+            bool, Field(description="also return timings and index diagnostics")
+        ] = False,
+        diversify: Annotated[
+            bool, Field(description="MMR: prefer chunks that say different things")
+        ] = False,
+        memory_rerank: Annotated[
+            bool,
+            Field(
+                description="apply the memory axis (freshness, use, importance) and always "
+                "consider principles and important chunks"
+            ),
+        ] = False,
+    ) -> SearchOutput:
+        """Search the long-term memory: dense + BM25 retrieval fused by rank.
+
+        Returns the best chunks first with their doc_id/chunk_index (pass those to
+        get_document_chunks for context). Chunks ingested moments ago are included.
+        Each returned chunk's access count is incremented (used by the memory axis).
+        """
+        f = filters or SearchFiltersIn()
+        search_filters = SearchFilters(
+            tags=tuple(dict.fromkeys([*f.tags, *(tags or [])])),
+            knowledge_types=tuple(k.value for k in f.knowledge_types),
+            doc_ids=tuple(f.doc_ids),
+            created_after=f.created_after,
+            created_before=f.created_before,
+            source_date_from=f.source_date_from,
+            source_date_to=f.source_date_to,
+        )
+        result = self.system.query(
+            query,
+            top_k,
+            filters=search_filters,
+            enable_mmr=diversify,
+            enable_memory_rerank=memory_rerank,
+        )
+        stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)
+        return SearchOutput(
+            chunks=[Hit.model_validate(h, from_attributes=True) for h in result.hits],
+            stats=stats if include_stats else None,
+        )
+
+    def rerank(
+        self,
+        chunks: Annotated[list[ChunkIn], Field(min_length=1, max_length=MAX_RERANK)],
+        time_weight: Annotated[Weight | None, Field(description=_TIME_WEIGHT)] = None,
+        freq_weight: Annotated[Weight | None, Field(description=_FREQ_WEIGHT)] = None,
+        importance_threshold: Annotated[Weight | None, Field(description=_IMPORTANCE)] = None,
+    ) -> RerankOutput:
+        """Re-order search hits on the memory axis: relevance, freshness, use and importance.
+
+        Pass the chunks exactly as hybrid_search returned them; their `score` is
+        taken as relevance. Unset weights use the server's defaults; time_weight +
+        freq_weight must be at most 1.
+        """
+        hits = [
+            SearchHit(
+                chunk_id=c.chunk_id,
+                doc_id=c.doc_id,
+                chunk_index=c.chunk_index,
+                content=c.content,
+                knowledge_type=c.knowledge_type.value if c.knowledge_type else None,
+                importance=c.importance,
+                tags=list(c.tags),
+                access_count=c.access_count,
+                created_at=c.created_at,
+                source_date=c.source_date,
+                score=c.score,
+                stage_scores=dict(c.stage_scores),
+            )
+            for c in chunks
+        ]
+        ranked = self.system.rerank(hits, time_weight, freq_weight, importance_threshold)
+        return RerankOutput(chunks=[Hit.model_validate(h, from_attributes=True) for h in ranked])
+
+    def find_by_tag(
+        self,
+        tag: Tag,
+        limit: Annotated[int, Field(ge=1, le=1000, description="most chunks to list")] = 100,
+    ) -> TaggedChunks:
+        """List the chunks carrying a tag (exact match), by document and position.
+
+        Use before ingesting to see whether something is already stored, e.g.
+        find_by_tag("session_id:<id>").
+        """
+        records = self.system.find_by_tag(tag)
+        return TaggedChunks(
+            tag=tag.strip(),
+            total=len(records),
+            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records[:limit]],
+        )
+
+    def get_document_chunks(
+        self,
+        doc_id: DocId,
+        chunk_index: Annotated[
+            int | None, Field(ge=0, description="centre chunk; omit for the whole document")
+        ] = None,
+        window: Annotated[
+            int, Field(ge=0, le=50, description="chunks on each side of chunk_index")
+        ] = 1,
+    ) -> DocumentChunks:
+        """Read a document's chunks in order: all of them, or a window around one hit."""
+        records = self.system.get_document_chunks(doc_id, chunk_index, window)
+        return DocumentChunks(
+            doc_id=doc_id,
+            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records],
+        )
+
+    def index_health(self) -> HealthReportOut:
+        """Audit the memory against its index (read-only): gaps, debris, vectors, archive.
+
+        `healthy` is false when any finding has severity "error"; each finding's
+        message says what to run to fix it.
+        """
+        return HealthReportOut.model_validate(self.system.index_health().to_dict())
+
+    def get_system_stats(self) -> SystemStatsOut:
+        """What the memory holds and how it is used: counts, tags, access, index, models."""
+        return SystemStatsOut.model_validate(self.system.system_stats().to_dict())

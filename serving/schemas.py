@@ -1,0 +1,311 @@
+"""Pydantic models at the MCP boundary: bounded tool arguments and typed tool results.
+
+Arguments are bounded so one call cannot ask for unbounded work or output; an
+argument outside its bounds is refused by the SDK before the tool runs, with
+the field named. Results mirror the library's dataclasses one to one (their
+``to_dict()`` where they have one), so each tool publishes an output schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from memory_pipeline.metadata import KnowledgeType
+
+
+def _as_utc(value: dt.datetime) -> dt.datetime:
+    """Naive datetimes are taken as UTC, the store's clock."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
+
+
+UTCDatetime = Annotated[dt.datetime, AfterValidator(_as_utc)]
+
+MAX_QUERY_CHARS = 2_000
+MAX_EMBED_CHARS = 20_000
+MAX_TEXT_CHARS = 1_000_000
+MAX_FILES = 100
+MAX_TAGS = 50
+MAX_RERANK = 200
+
+Tag = Annotated[str, Field(min_length=1, max_length=200, description="e.g. 'project:orbit'")]
+DocId = Annotated[
+    str,
+    Field(min_length=1, max_length=128, description="document id, as returned by ingest/search"),
+]
+Weight = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Input(BaseModel):
+    # A misspelt field is an error naming it, never silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchFiltersIn(_Input):
+    """Applied before any top-N cut; every given condition must hold."""
+
+    tags: list[Tag] = Field(default_factory=list, max_length=20, description="all must be present")
+    knowledge_types: list[KnowledgeType] = Field(
+        default_factory=list, max_length=4, description="any of these"
+    )
+    doc_ids: list[DocId] = Field(default_factory=list, max_length=100)
+    created_after: UTCDatetime | None = None
+    created_before: UTCDatetime | None = None
+    source_date_from: dt.date | None = None
+    source_date_to: dt.date | None = None
+
+
+class MetadataIn(_Input):
+    """Metadata every chunk of the ingested document inherits."""
+
+    knowledge_type: KnowledgeType | None = Field(
+        default=None, description="how the knowledge ages: principle never decays, news fastest"
+    )
+    importance: Weight | None = Field(default=None, description="0..1; unset = no opinion")
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    source_date: dt.date | None = Field(
+        default=None, description="when the knowledge was written (ages from here)"
+    )
+    title: str | None = Field(default=None, min_length=1, max_length=300)
+
+
+class ChunkIn(_Input):
+    """A search hit handed back for ``rerank``; ``score`` is its relevance."""
+
+    chunk_id: int
+    doc_id: DocId
+    chunk_index: int = Field(ge=0)
+    content: str = Field(max_length=MAX_TEXT_CHARS)
+    score: float
+    created_at: UTCDatetime
+    knowledge_type: KnowledgeType | None = None
+    importance: Weight | None = None
+    tags: list[str] = Field(default_factory=list)
+    access_count: int = Field(default=0, ge=0)
+    source_date: dt.date | None = None
+    stage_scores: dict[str, float | int | None] = Field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- results
+class Hit(BaseModel):
+    chunk_id: int
+    doc_id: str
+    chunk_index: int
+    content: str
+    knowledge_type: str | None
+    importance: float | None
+    tags: list[str]
+    access_count: int
+    created_at: dt.datetime
+    source_date: dt.date | None
+    score: float
+    stage_scores: dict[str, float | int | None]
+
+
+class SearchStatsOut(BaseModel):
+    timings_ms: dict[str, float]
+    orphan_index_entries: int = Field(description="index ids no longer live, dropped")
+    duplicate_contents: int = Field(description="hits with identical text, collapsed")
+    unindexed_searched: int = Field(description="chunks not yet in the index, scored directly")
+    index_version: int | None
+    candidates: int
+    reranker: str
+    guaranteed_added: int
+    importance_cut: int
+    notes: list[str]
+
+
+class SearchOutput(BaseModel):
+    chunks: list[Hit]
+    stats: SearchStatsOut | None = Field(default=None, description="only with include_stats")
+
+
+class RerankOutput(BaseModel):
+    chunks: list[Hit] = Field(description="best first; chunks cut by importance are left out")
+
+
+class EmbedOutput(BaseModel):
+    model_id: str
+    dim: int
+    vector: list[float]
+
+
+class IngestResultOut(BaseModel):
+    source: str
+    doc_id: str
+    status: Literal["ingested", "unchanged", "replaced"]
+    chunks: int
+    embedded: int
+    reused_vectors: int
+    replaced_doc_id: str | None
+    message: str
+
+
+class IndexUpdateOut(BaseModel):
+    version: int
+    kind: Literal["update", "rebuild", "noop"]
+    added: int
+    removed: int
+    n_dense: int
+    n_sparse: int
+    seconds: float
+
+
+class IngestOutput(BaseModel):
+    results: list[IngestResultOut]
+    index: IndexUpdateOut | None = Field(description="the index update run after the ingest")
+    index_error: str | None = Field(
+        default=None,
+        description="the ingest is stored and searchable; only the index update failed",
+    )
+
+
+class ChunkOut(BaseModel):
+    id: int
+    doc_id: str
+    chunk_index: int
+    content: str
+    token_count: int
+    knowledge_type: str | None
+    importance: float | None
+    tags: list[str]
+    access_count: int
+    last_accessed_at: dt.datetime | None
+    created_at: dt.datetime
+    source_date: dt.date | None
+
+
+class TaggedChunks(BaseModel):
+    tag: str
+    total: int = Field(description="chunks with the tag; at most `limit` are listed")
+    chunks: list[ChunkOut]
+
+
+class DocumentChunks(BaseModel):
+    doc_id: str
+    chunks: list[ChunkOut]
+
+
+class DeleteOutput(BaseModel):
+    doc_id: str
+    chunks_removed: int
+    index: IndexUpdateOut | None
+    index_error: str | None = None
+
+
+# ------------------------------------------------------------ maintenance reports
+class _Report(BaseModel):
+    # Reports mirror the library's to_dict(); test_mcp_schemas checks none of its keys is lost.
+    model_config = ConfigDict(extra="ignore")
+
+
+class Candidate(_Report):
+    chunk_id: int
+    doc_id: str
+    chunk_index: int
+    knowledge_type: str | None
+    score: float | None = Field(description="None when cut by importance")
+    reason: str
+    age_days: float
+    snippet: str
+
+
+class ForgettingReportOut(_Report):
+    run_id: str | None = Field(description="pass to restore_archived to undo a real run")
+    dry_run: bool
+    params: dict[str, Any]
+    live_chunks: int
+    candidates: int
+    archived: int
+    limit: int
+    refused: bool
+    by_type: dict[str, dict[str, int]]
+    examples: list[Candidate]
+    archive_path: str
+    index_version: int | None
+    index_error: str | None
+    timings_s: dict[str, float]
+
+
+class SkippedChunk(_Report):
+    old_chunk_id: int
+    doc_id: str
+    chunk_index: int
+    reason: str
+
+
+class RestoreReportOut(_Report):
+    selector: str
+    selected: int
+    restored: int
+    reused_vectors: int
+    reembedded: int
+    documents_recreated: int
+    new_ids: dict[str, int] = Field(description="old chunk id -> new chunk id")
+    skipped: list[SkippedChunk]
+    not_archived: list[int]
+    index_version: int | None
+    index_error: str | None
+    seconds: float
+
+
+class HealthFinding(_Report):
+    check: str
+    severity: Literal["ok", "info", "warning", "error"]
+    count: int
+    message: str
+    examples: list[int | str]
+
+
+class HealthReportOut(_Report):
+    healthy: bool = Field(description="no finding of severity 'error'")
+    findings: list[HealthFinding]
+    checked_at: dt.datetime
+    index_version: int | None
+    timings: dict[str, float]
+
+
+class KnowledgeTypeCount(_Report):
+    knowledge_type: str
+    documents: int
+    chunks: int
+
+
+class IndexInfo(_Report):
+    version: int
+    kind: str
+    model_id: str
+    dim: int
+    n_dense: int
+    n_sparse: int
+    n_deleted: int
+    created_at: str
+    size_bytes: int
+
+
+class TagCount(_Report):
+    tag: str
+    chunks: int
+
+
+class SystemStatsOut(_Report):
+    documents: int
+    chunks: int
+    by_knowledge_type: list[KnowledgeTypeCount]
+    importance_set: int
+    importance_share: float
+    tagged_chunks: int
+    tag_coverage: float
+    distinct_tags: int
+    top_tags: list[TagCount]
+    access_buckets: dict[str, int]
+    total_accesses: int
+    unindexed_chunks: int
+    vectors_by_model: dict[str, int]
+    index: IndexInfo | None
+    embedder: str
+    reranker: str
+    reranker_status: str
+    generated_at: dt.datetime

@@ -1,0 +1,133 @@
+"""The MCP server: the tools of ``read_tools``/``write_tools`` registered with their annotations.
+
+``build_server`` wires objects it is given; it reads no environment (that is
+``serving.__main__``'s job), so tests can build it around any ``MemorySystem``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from memory_pipeline.system import MemorySystem
+from serving.errors import WriteLock, tool_errors
+from serving.read_tools import ReadTools
+from serving.write_tools import WriteTools
+
+SERVER_NAME = "hybrid-rag"
+INSTRUCTIONS = """\
+Long-term memory: documents, notes and session summaries, searched by meaning and keywords.
+Search with hybrid_search before answering from memory; widen with a larger top_k or fewer
+filters, narrow with tags/filters; read around a hit with get_document_chunks. Store with
+ingest (files) or ingest_text (text in hand). Changing importance or knowledge_type, deleting
+and real forgetting runs (dry_run=false) need a person's confirmation first."""
+
+Kind = Literal["read", "write", "destructive"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    kind: Kind
+    idempotent: bool = False
+
+    def annotations(self) -> ToolAnnotations:
+        if self.kind == "read":
+            return ToolAnnotations(title=self.title, read_only_hint=True, open_world_hint=False)
+        return ToolAnnotations(
+            title=self.title,
+            read_only_hint=False,
+            destructive_hint=self.kind == "destructive",
+            idempotent_hint=self.idempotent,
+            open_world_hint=False,
+        )
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("hybrid_search", "Search memory", "read"),
+    ToolSpec("get_document_chunks", "Read a document's chunks", "read"),
+    ToolSpec("find_by_tag", "Find chunks by tag", "read"),
+    ToolSpec("rerank", "Re-rank on the memory axis", "read"),
+    ToolSpec("embed", "Embed text", "read"),
+    ToolSpec("index_health", "Check index health", "read"),
+    ToolSpec("get_system_stats", "Memory statistics", "read"),
+    ToolSpec("ingest", "Ingest files", "write", idempotent=True),
+    ToolSpec("ingest_text", "Ingest text", "write", idempotent=True),
+    ToolSpec("set_chunk_tags", "Set a chunk's memory fields", "write", idempotent=True),
+    ToolSpec("update_index", "Update the index", "write", idempotent=True),
+    ToolSpec("rebuild_index", "Rebuild the index", "write", idempotent=True),
+    ToolSpec("restore_archived", "Restore forgotten chunks", "write", idempotent=True),
+    ToolSpec("delete_document", "Delete a document", "destructive", idempotent=True),
+    ToolSpec("run_forgetting_batch", "Forget weak chunks", "destructive"),
+)
+
+
+class RejectUnknownArguments:
+    """A misspelt argument is a tool error naming it.
+
+    The SDK drops arguments a tool does not declare; a search whose ``tag`` (for
+    ``tags``) vanished would quietly return unfiltered results.
+    """
+
+    def __init__(self, known: dict[str, frozenset[str]]) -> None:
+        self.known = known
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method == "tools/call" and ctx.params:
+            name, args = ctx.params.get("name"), ctx.params.get("arguments")
+            allowed = self.known.get(name) if isinstance(name, str) else None
+            if allowed is not None and isinstance(args, dict):
+                unknown = sorted(set(args) - allowed)
+                if unknown:
+                    text = (
+                        f"Error executing tool {name}: unknown argument(s) {', '.join(unknown)}; "
+                        f"this tool takes: {', '.join(sorted(allowed)) or 'no arguments'}"
+                    )
+                    return CallToolResult(is_error=True, content=[TextContent(text=text)])
+        return await call_next(ctx)
+
+
+def build_server(
+    system: MemorySystem,
+    *,
+    roots: Sequence[Path],
+    cwd: Path,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+    on_start: Callable[[], None] | None = None,
+) -> MCPServer:
+    """An ``MCPServer`` whose tools adapt ``system``; ``ingest`` reads only under ``roots``.
+
+    ``on_start`` runs once the transport is up (stdio: after it took over stdout).
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[dict[str, Any]]:
+        if on_start is not None:
+            on_start()
+        yield {}
+
+    read = ReadTools(system)
+    write = WriteTools(system, roots, cwd, WriteLock())
+    server: MCPServer = MCPServer(
+        SERVER_NAME, instructions=INSTRUCTIONS, log_level=log_level, lifespan=lifespan
+    )
+    known: dict[str, frozenset[str]] = {}
+    for spec in TOOLS:
+        fn: Callable[..., Any] = getattr(read, spec.name, None) or getattr(write, spec.name)
+        server.add_tool(
+            tool_errors(fn), name=spec.name, title=spec.title, annotations=spec.annotations()
+        )
+        known[spec.name] = frozenset(inspect.signature(fn).parameters)
+    server.middleware.append(RejectUnknownArguments(known))
+    return server

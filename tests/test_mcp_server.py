@@ -1,0 +1,185 @@
+"""The server's own pieces, in process: schemas against the library, error handling, wiring."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.errors import NotFoundError
+from memory_pipeline.system import MemorySystem
+from serving import schemas
+from serving.__main__ import EMBEDDERS, parse_args
+from serving.errors import WriteLock, tool_errors
+from serving.harness import REPO, StoreLayout, error_text, structured
+from serving.loading import DEFAULT_POLICY, LoadPolicy
+from serving.server import build_server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def unknown_keys(model: type[BaseModel], data: Any, where: str = "") -> list[str]:
+    """Keys of a library to_dict() that the output model would drop, at any depth."""
+    if isinstance(data, list):
+        return [k for item in data for k in unknown_keys(model, item, where)]
+    if not isinstance(data, dict):
+        return []
+    missing = [f"{where}{k}" for k in data if k not in model.model_fields]
+    for name, info in model.model_fields.items():
+        if name not in data:
+            continue
+        inner = info.annotation
+        for arg in getattr(inner, "__args__", ()) or (inner,):
+            sub = getattr(arg, "__args__", ()) or (arg,)
+            for candidate in sub:
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    missing += unknown_keys(candidate, data[name], f"{where}{name}.")
+    return missing
+
+
+def test_report_models_keep_every_key_the_library_reports(system: MemorySystem) -> None:
+    system.ingest_text(
+        "Old news about rank fusion.",
+        "news",
+        {"knowledge_type": "news", "source_date": "2001-01-01", "tags": ["t"]},
+    )
+    system.update_index()
+    forgotten = system.run_forgetting_batch(dry_run=False, max_fraction=1.0)
+    restored = system.restore_archived(run_id=forgotten.run_id)
+    reports: list[tuple[type[BaseModel], dict[str, Any]]] = [
+        (schemas.ForgettingReportOut, forgotten.to_dict()),
+        (schemas.RestoreReportOut, restored.to_dict()),
+        (schemas.HealthReportOut, system.index_health().to_dict()),
+        (schemas.SystemStatsOut, system.system_stats().to_dict()),
+    ]
+    for model, data in reports:
+        assert unknown_keys(model, data) == [], model.__name__
+        model.model_validate(data)
+    assert forgotten.examples, "the check must see a nested candidate"
+
+
+@pytest.mark.anyio
+async def test_unknown_arguments_are_named(system: MemorySystem, tmp_path: Path) -> None:
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        result = await client.call_tool("find_by_tag", {"tag": "x", "tags": ["y"], "lmit": 3})
+        assert result.is_error
+        assert "unknown argument(s) lmit, tags" in error_text(result)
+        assert "limit, tag" in error_text(result)
+        fine = await client.call_tool("find_by_tag", {"tag": "x"})
+        assert structured(fine)["total"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_failed_index_update_after_a_write_is_reported_not_raised(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    system.ingest_text("First note.", "first")
+    system.update_index()
+    (system.settings.index_path / "CURRENT").write_text("{not json")
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        out = structured(
+            await client.call_tool(
+                "ingest_text", {"text": "Second note.", "title": "second", "rebuild_index": True}
+            )
+        )
+    assert out["results"][0]["status"] == "ingested" and out["index"] is None
+    assert "cannot read" in out["index_error"] and "run update_index later" in out["index_error"]
+    assert system.store.counts()["documents"] == 2
+
+
+def test_library_and_storage_errors_become_tool_errors() -> None:
+    def missing() -> None:
+        raise NotFoundError("no document with doc_id 'x'; find ids with search")
+
+    def disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    def bug() -> None:
+        raise KeyError("internal")
+
+    with pytest.raises(ToolError, match="no document with doc_id 'x'; find ids"):
+        tool_errors(missing)()
+    with pytest.raises(ToolError, match=r"storage error: .*No space left"):
+        tool_errors(disk)()
+    with pytest.raises(KeyError):  # a bug stays a crash: the SDK hides its text from clients
+        tool_errors(bug)()
+
+
+def test_a_write_waiting_too_long_is_told_to_retry() -> None:
+    lock = WriteLock(timeout_s=0.05)
+    with lock.held(), pytest.raises(ToolError, match="try again"), lock.held():
+        pass
+
+
+def test_composition_root_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(EMBEDDERS["hashing"](), HashingEmbedder)
+    args = parse_args([])
+    assert (args.http, args.host, args.model_load) == (False, "127.0.0.1", DEFAULT_POLICY.value)
+    args = parse_args(["--http", "--port", "9000", "--model-load", "lazy"])
+    assert (args.http, args.port, LoadPolicy(args.model_load)) == (True, 9000, LoadPolicy.LAZY)
+    monkeypatch.setenv("HYBRID_RAG_MODEL_LOAD", "eager")
+    assert parse_args([]).model_load == "eager"
+    monkeypatch.setenv("HYBRID_RAG_MODEL_LOAD", "soon")
+    with pytest.raises(SystemExit):
+        parse_args([])
+
+
+def test_naive_datetimes_are_taken_as_utc() -> None:
+    f = schemas.SearchFiltersIn.model_validate({"created_after": "2026-01-02T03:04:05"})
+    assert f.created_after == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def test_a_bad_store_path_stops_the_server_with_a_message(tmp_path: Path) -> None:
+    env = StoreLayout(tmp_path).env(HYBRID_RAG_DB_PATH=str(tmp_path / "no" / "such" / "m.db"))
+    done = subprocess.run(
+        [sys.executable, "-m", "serving"],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "cannot start the memory server" in done.stderr and "does not exist" in done.stderr
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Claude Code's ``${VAR}`` / ``${VAR:-default}`` expansion in .mcp.json."""
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(3)
+        return env.get(name) or (default if default is not None else match.group(0))
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}", one, value)
+
+
+@pytest.mark.anyio
+async def test_the_checked_in_mcp_json_starts_the_server(tmp_path: Path) -> None:
+    config = json.loads((REPO / ".mcp.json").read_text())
+    entry = config["mcpServers"]["hybrid-rag"]
+    layout = StoreLayout(tmp_path)
+    outer = layout.env()  # the user's shell: points the store at tmp_path
+    env = {**outer, **{k: expand(v, outer) for k, v in entry["env"].items()}}
+    assert env["HYBRID_RAG_DB_PATH"] == str(layout.db)
+    params = StdioServerParameters(
+        command=str(REPO / entry["command"]), args=entry["args"], env=env, cwd=REPO
+    )
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert {"hybrid_search", "ingest", "ingest_text", "update_index"} <= names
+    assert layout.db.exists()
