@@ -13,6 +13,7 @@ from pathlib import Path
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
+from memory_pipeline.evaluation import cli as eval_cli
 from memory_pipeline.memory import forgetting_cli, report_cli
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.sources import cli as sources_cli
@@ -228,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.register(sub, [common], _system)
     forgetting_cli.register(sub, [common], _system)
     sources_cli.register(sub, [common], _system)
+    eval_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

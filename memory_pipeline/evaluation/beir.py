@@ -1,0 +1,385 @@
+"""BEIR-layout data sets: loading, and a throw-away memory built once per corpus and model.
+
+BEIR layout (Thakur et al., "BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation
+of Information Retrieval Models", NeurIPS 2021 Datasets track): ``corpus.jsonl``
+(``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
+``qrels/<split>.tsv`` (``query-id``, ``corpus-id``, ``score`` with a header line).
+
+The memory is cached under ``<cache>/<corpus-hash>-<model-slug>/`` (SQLite + index):
+the hash covers every document's id, title and text *and* the chunking parameters, so
+a second run with the same corpus, model and chunking reuses the stored vectors, and
+an interrupted build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.config import Settings, default_cache_dir
+from memory_pipeline.embedding.base import Embedder
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.chunking import chunk_document
+from memory_pipeline.ingest.loaders import normalized_content_hash
+from memory_pipeline.store import now_utc
+from memory_pipeline.store.schema import Document
+from memory_pipeline.system import MemorySystem
+from memory_pipeline.types import DocumentInfo, NewChunk
+
+# Bump when the way documents become chunks changes, so old caches are not reused.
+_LAYOUT = "beir-doc-v1"
+_EMBED_GROUP = 256  # chunks per embedding call: a fine-grained bar and resumable progress
+
+
+@dataclass(frozen=True)
+class BeirDoc:
+    doc_id: str
+    title: str
+    text: str
+
+    def as_markdown(self) -> str:
+        """Title as a heading: the chunker repeats it on every chunk of a long document."""
+        title = " ".join(self.title.split())
+        return f"# {title}\n\n{self.text}" if title else self.text
+
+
+@dataclass
+class BeirDataset:
+    name: str
+    corpus: list[BeirDoc]
+    queries: dict[str, str]  # only queries with judgements in the split
+    qrels: dict[str, dict[str, int]]  # query id -> doc id -> graded relevance
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for d in self.corpus:
+            for part in (d.doc_id, d.title, d.text):
+                h.update(part.encode("utf-8"))
+                h.update(b"\x1f")
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuiltMemory:
+    system: MemorySystem
+    path: Path
+    reused: bool
+    documents: int
+    chunks: int
+    embedded: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+    partial: bool = False
+
+
+def _read_jsonl(path: Path) -> Iterable[dict[str, object]]:
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc})") from exc
+
+
+def read_corpus(path: Path) -> list[BeirDoc]:
+    return [
+        BeirDoc(str(row["_id"]), str(row.get("title") or ""), str(row.get("text") or ""))
+        for row in _read_jsonl(path)
+    ]
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            parts = line.rstrip("\n").split("\t")
+            if not line.strip() or (n == 1 and parts[0] == "query-id"):
+                continue
+            if len(parts) != 3:
+                raise InvalidInputError(f"{path}:{n}: expected query-id, corpus-id, score")
+            try:
+                grade = int(float(parts[2]))
+            except ValueError as exc:
+                raise InvalidInputError(f"{path}:{n}: score {parts[2]!r} is not a number") from exc
+            qrels.setdefault(parts[0], {})[parts[1]] = grade
+    return qrels
+
+
+def load_beir(
+    root: Path, *, split: str = "test", extra_corpus: Sequence[Path] = (), name: str | None = None
+) -> BeirDataset:
+    """Load a BEIR folder; ``extra_corpus`` files (e.g. distractors) join the corpus."""
+    root = Path(root)
+    missing = [
+        p
+        for p in (root / "corpus.jsonl", root / "queries.jsonl", root / "qrels" / f"{split}.tsv")
+        if not p.exists()
+    ]
+    if missing:
+        raise InvalidInputError(
+            f"{root} is not a BEIR folder: missing {', '.join(str(p) for p in missing)}"
+        )
+    corpus = read_corpus(root / "corpus.jsonl")
+    for extra in extra_corpus:
+        if not Path(extra).exists():
+            raise InvalidInputError(f"extra corpus file {extra} does not exist")
+        corpus.extend(read_corpus(Path(extra)))
+    seen: set[str] = set()
+    for d in corpus:
+        if d.doc_id in seen:
+            raise InvalidInputError(f"{root}: document id {d.doc_id!r} occurs twice in the corpus")
+        seen.add(d.doc_id)
+    qrels = read_qrels(root / "qrels" / f"{split}.tsv")
+    texts = {str(r["_id"]): str(r.get("text") or "") for r in _read_jsonl(root / "queries.jsonl")}
+    queries = {qid: texts[qid] for qid in qrels if qid in texts and texts[qid].strip()}
+    label = name or root.name + "".join(f"+{Path(e).stem}" for e in extra_corpus)
+    return BeirDataset(label, corpus, queries, {q: qrels[q] for q in queries})
+
+
+def subset(ds: BeirDataset, max_docs: int, max_queries: int | None = None) -> BeirDataset:
+    """A smaller set: queries picked evenly across the set, all their relevant documents,
+    and other documents picked evenly across the corpus (so distractors appended at its
+    end are sampled too). Deterministic, so a subset is cached like any corpus."""
+    qids = list(ds.queries)
+    if max_queries and max_queries < len(qids):
+        step = len(qids) / max_queries
+        qids = [qids[int(i * step)] for i in range(max_queries)]
+    wanted = {d for q in qids for d, g in ds.qrels[q].items() if g > 0}
+    keep = [d for d in ds.corpus if d.doc_id in wanted]
+    others = [d for d in ds.corpus if d.doc_id not in wanted]
+    room = max(0, max_docs - len(keep))
+    if room and others:
+        step = len(others) / room
+        keep += [others[int(i * step)] for i in range(min(room, len(others)))]
+    ids = {d.doc_id for d in keep}
+    qids = [q for q in qids if any(d in ids for d in ds.qrels[q])]
+    # Corpus order is kept: with every document kept, the fingerprint (and so the cached
+    # memory) is the full set's.
+    corpus = [d for d in ds.corpus if d.doc_id in ids]
+    label = ds.name if len(corpus) == len(ds.corpus) else f"{ds.name}[{len(corpus)}docs]"
+    if len(qids) < len(ds.queries):
+        label += f"[{len(qids)}q]"
+    return BeirDataset(
+        label, corpus, {q: ds.queries[q] for q in qids}, {q: ds.qrels[q] for q in qids}
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "model"
+
+
+def default_eval_cache() -> Path:
+    return default_cache_dir().parent / "eval"
+
+
+def memory_path(ds: BeirDataset, model_id: str, settings: Settings, cache_root: Path) -> Path:
+    key = hashlib.sha256(
+        f"{ds.fingerprint()}|{_LAYOUT}|{settings.max_chunk_size}|{settings.chunk_overlap}".encode()
+    ).hexdigest()[:16]
+    return cache_root / f"{key}-{_slug(model_id)}"
+
+
+def build_order(ds: BeirDataset) -> list[BeirDoc]:
+    """Judged documents first, then the others in a fixed pseudo-random order.
+
+    A build cut short (``embed_budget``) then holds every relevant document and an
+    unbiased sample of the rest, so it can already be evaluated, as a smaller corpus.
+    """
+    judged = {d for qrels in ds.qrels.values() for d, g in qrels.items() if g > 0}
+    first = [d for d in ds.corpus if d.doc_id in judged]
+    rest = [d for d in ds.corpus if d.doc_id not in judged]
+    random.Random(0).shuffle(rest)
+    return first + rest
+
+
+def open_beir_memory(
+    ds: BeirDataset,
+    embedder: Embedder,
+    settings: Settings,
+    *,
+    cache_root: Path | None = None,
+    progress: bool = True,
+    embed_budget: float | None = None,
+) -> BuiltMemory:
+    """The data set as a memory of its own; built (and embedded) only the first time.
+
+    ``embed_budget`` (seconds) stops embedding once spent: the memory is then partial
+    (see :func:`build_order`), says so in its notes, and the next call resumes it.
+    """
+    started = time.perf_counter()
+    path = memory_path(ds, embedder.model_id, settings, cache_root or default_eval_cache())
+    path.mkdir(parents=True, exist_ok=True)
+    local = replace(
+        settings, db_path=path / "memory.db", index_path=path / "index", database_url=None
+    )
+    system = MemorySystem(local, embedder=embedder)
+    marker = path / "complete.json"
+    if marker.exists():
+        info = json.loads(marker.read_text())
+        return BuiltMemory(
+            system, path, True, info["documents"], info["chunks"], 0, time.perf_counter() - started
+        )
+    with system.store.read() as s:
+        have = set(s.scalars(sa.select(Document.doc_id)))
+    todo = [d for d in build_order(ds) if d.doc_id not in have]
+    deadline = None if embed_budget is None else started + embed_budget
+    embedded, notes, done = _embed_and_store(system, ds.name, todo, settings, progress, deadline)
+    system.update_index()
+    counts = system.store.counts()
+    if not done:
+        notes.append(
+            f"partial memory: {counts['documents']} of {len(ds.corpus)} documents embedded "
+            "(judged documents first, then a fixed random sample of the others); "
+            "metrics are for this smaller corpus. Run again to resume the build."
+        )
+        return BuiltMemory(
+            system,
+            path,
+            False,
+            counts["documents"],
+            counts["chunks"],
+            embedded,
+            time.perf_counter() - started,
+            notes,
+            partial=True,
+        )
+    marker.write_text(
+        json.dumps(
+            {
+                "dataset": ds.name,
+                "model_id": embedder.model_id,
+                "documents": counts["documents"],
+                "chunks": counts["chunks"],
+                "max_chunk_size": settings.max_chunk_size,
+                "chunk_overlap": settings.chunk_overlap,
+                "built_at": now_utc().isoformat(),
+            },
+            indent=2,
+        )
+    )
+    return BuiltMemory(
+        system,
+        path,
+        False,
+        counts["documents"],
+        counts["chunks"],
+        embedded,
+        time.perf_counter() - started,
+        notes,
+    )
+
+
+def _embed_and_store(
+    system: MemorySystem,
+    name: str,
+    docs: Sequence[BeirDoc],
+    settings: Settings,
+    progress: bool,
+    deadline: float | None = None,
+) -> tuple[int, list[str], bool]:
+    """Chunk every document, embed in large batches behind one bar, store per document.
+
+    Returns (chunks embedded, notes, whether every document was stored)."""
+    from tqdm import tqdm
+
+    emb = system.embedder
+    planned: list[tuple[BeirDoc, list[NewChunk]]] = []
+    notes: list[str] = []
+    for d in tqdm(docs, desc=f"chunking {name}", unit="doc", disable=not progress, mininterval=2):
+        text = d.as_markdown()
+        if not text.strip():
+            notes.append(f"document {d.doc_id} has no text; skipped")
+            continue
+        pieces = chunk_document(
+            text,
+            token_counter=emb.count_tokens,
+            max_chunk_size=settings.max_chunk_size,
+            overlap=settings.chunk_overlap,
+            fmt="markdown",
+        )
+        planned.append((d, [NewChunk(c.index, c.text, c.token_count) for c in pieces]))
+    total = sum(len(c) for _, c in planned)
+    bar = tqdm(
+        total=total, desc=f"embedding {name}", unit="chunk", disable=not progress, mininterval=2
+    )
+    checked = False
+    group: list[tuple[BeirDoc, list[NewChunk]]] = []
+    size = 0
+    embedded = 0
+    for item in [*planned, None]:
+        if deadline is not None and time.perf_counter() >= deadline:
+            bar.close()
+            return embedded, notes, False
+        if item is not None:
+            group.append(item)
+            size += len(item[1])
+        if group and (size >= _EMBED_GROUP or item is None):
+            texts = [c.content for _, chunks in group for c in chunks]
+            vecs = emb.embed_documents(texts)
+            if not checked:
+                system.store.check_model(emb.model_id, int(vecs.shape[1]))
+                checked = True
+            start = 0
+            for d, chunks in group:
+                system.store.add_document(
+                    _doc_info(d), chunks, vecs[start : start + len(chunks)], emb.model_id
+                )
+                start += len(chunks)
+            bar.update(len(texts))
+            embedded += len(texts)
+            group, size = [], 0
+    bar.close()
+    return embedded, notes, True
+
+
+def _doc_info(d: BeirDoc) -> DocumentInfo:
+    text = d.as_markdown()
+    raw = text.encode("utf-8")
+    return DocumentInfo(
+        doc_id=d.doc_id,
+        source=f"beir:{d.doc_id}",
+        title=d.title or d.doc_id,
+        fmt="markdown",
+        content_hash=hashlib.sha256(raw).hexdigest(),
+        normalized_hash=normalized_content_hash(text),
+        byte_size=len(raw),
+        knowledge_type=None,
+        importance=None,
+        source_date=None,
+        source_date_rule=None,
+        created_at=now_utc(),
+    )
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """All query vectors in one batched call when the embedder allows it."""
+    batch = getattr(embedder, "embed_queries", None)
+    if callable(batch):
+        return np.asarray(batch(list(texts)), dtype=np.float32)
+    model = getattr(embedder, "model", None)
+    if model is not None and hasattr(model, "encode"):
+        # A sentence-transformers model: the same "query" prompt embed_query applies.
+        prompts = getattr(model, "prompts", None) or {}
+        kwargs = {"prompt_name": "query"} if "query" in prompts else {}
+        vecs = model.encode(
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=len(texts) > 256,
+            **kwargs,
+        )
+        return np.asarray(vecs, dtype=np.float32)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.stack([embedder.embed_query(t) for t in texts]).astype(np.float32)

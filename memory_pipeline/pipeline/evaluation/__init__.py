@@ -1,0 +1,1 @@
+"""Retrieval quality over time: the golden set evaluated nightly, gated against the last good run."""

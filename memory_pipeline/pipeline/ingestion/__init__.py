@@ -1,0 +1,1 @@
+"""Source files → documents / chunks → embeddings → search index, with their checks and sensors."""

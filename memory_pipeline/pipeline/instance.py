@@ -1,0 +1,77 @@
+"""The Dagster instance file (``$DAGSTER_HOME/dagster.yaml``) that ``make run`` writes.
+
+* telemetry off;
+* run concurrency: a few runs at once, but one writer of the memory at a time
+  (runs tagged ``memory_pipeline/writer``), and every pool (``index_writer``,
+  ``source_ingest``) one step at a time;
+* storage: SQLite files under ``$DAGSTER_HOME/storage`` by default; PostgreSQL
+  (``pip install dagster-postgres==<dagster's version>``) when the memory store is
+  on PostgreSQL too — the connection URL is read from ``DAGSTER_PG_URL`` when
+  Dagster starts, never written into the file.
+
+Usage: ``python -m memory_pipeline.pipeline.instance DAGSTER_HOME [--storage postgres]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memory_pipeline.pipeline.tags import WRITER_TAG
+
+MAX_CONCURRENT_RUNS = 4
+POSTGRES_URL_ENV = "DAGSTER_PG_URL"
+STORAGE = ("sqlite", "postgres")
+
+
+def instance_config(home: Path, storage: str = "sqlite") -> dict[str, Any]:
+    if storage not in STORAGE:
+        raise ValueError(f"storage must be one of {', '.join(STORAGE)}, got {storage!r}")
+    store: dict[str, Any]
+    if storage == "sqlite":
+        store = {"sqlite": {"base_dir": str(home.absolute() / "storage")}}
+    else:
+        store = {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}
+    return {
+        "telemetry": {"enabled": False},
+        "storage": store,
+        "concurrency": {
+            "runs": {
+                "max_concurrent_runs": MAX_CONCURRENT_RUNS,
+                "tag_concurrency_limits": [{"key": WRITER_TAG, "limit": 1}],
+            },
+            "pools": {"default_limit": 1, "granularity": "op"},
+        },
+    }
+
+
+def write_instance(home: Path, storage: str = "sqlite") -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dagster.yaml"
+    header = (
+        "# Written by `make run` (python -m memory_pipeline.pipeline.instance); rewritten on each run.\n"
+        "# PostgreSQL storage: run it with --storage postgres and set "
+        f"{POSTGRES_URL_ENV}; see docs/dagster.md.\n"
+    )
+    body = yaml.safe_dump(instance_config(home, storage), sort_keys=False)
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="write $DAGSTER_HOME/dagster.yaml")
+    parser.add_argument("home", help="the DAGSTER_HOME folder")
+    parser.add_argument("--storage", choices=STORAGE, default="sqlite")
+    args = parser.parse_args(argv)
+    path = write_instance(Path(args.home), args.storage)
+    print(f"wrote {path} ({args.storage} storage)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

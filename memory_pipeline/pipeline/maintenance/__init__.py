@@ -1,0 +1,1 @@
+"""Keeping the memory healthy: the forgetting report and the scheduled health checks."""

@@ -1,0 +1,107 @@
+"""Resources: the core library behind Dagster's configuration system.
+
+Both are configured once, at the composition root, from the environment
+(``MemoryResource.from_settings(Settings.from_env(env))``); nothing here reads
+the environment.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from memory_pipeline.config import DEFAULT_MODEL, Settings, default_cache_dir
+from memory_pipeline.embedding.base import Embedder, HashingEmbedder
+from memory_pipeline.sources.config import SourcesConfig, load_sources
+from memory_pipeline.store import Store
+from memory_pipeline.system import MemorySystem
+
+HASHING_MODEL = "hashing"  # the fast deterministic test embedder, not a semantic model
+
+
+class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The memory system — store, embedder, index — for one run or sensor tick.
+
+    ``system()`` builds the whole system (the embedder loads its model lazily, on
+    first use); ``store()`` is the database alone, for sensors that only count.
+    """
+
+    db_path: str = "hybrid_rag.db"
+    index_path: str = "indices"
+    archive_path: str = "archive"
+    database_url: str | None = None
+    model: str = DEFAULT_MODEL
+    model_cache: str | None = None
+    reranker: str | None = None
+    embed_batch_size: int = 32
+    max_chunk_size: int = 256
+    chunk_overlap: int = 32
+    max_file_bytes: int = 20 * 1024 * 1024
+
+    _system: MemorySystem | None = PrivateAttr(default=None)
+    _store: Store | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "MemoryResource":
+        return cls(
+            db_path=str(settings.db_path),
+            index_path=str(settings.index_path),
+            archive_path=str(settings.archive_path),
+            database_url=settings.database_url,
+            model=settings.model,
+            model_cache=str(settings.model_cache),
+            reranker=settings.reranker,
+            embed_batch_size=settings.embed_batch_size,
+            max_chunk_size=settings.max_chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            max_file_bytes=settings.max_file_bytes,
+        )
+
+    def settings(self) -> Settings:
+        return Settings(
+            db_path=Path(self.db_path),
+            index_path=Path(self.index_path),
+            archive_path=Path(self.archive_path),
+            database_url=self.database_url,
+            model=self.model,
+            model_cache=Path(self.model_cache) if self.model_cache else default_cache_dir(),
+            reranker=self.reranker,
+            embed_batch_size=self.embed_batch_size,
+            max_chunk_size=self.max_chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            max_file_bytes=self.max_file_bytes,
+        )
+
+    def _embedder(self) -> Embedder | None:
+        return HashingEmbedder() if self.model == HASHING_MODEL else None
+
+    def system(self) -> MemorySystem:
+        if self._system is None:
+            self._system = MemorySystem(self.settings(), embedder=self._embedder())
+        return self._system
+
+    def store(self) -> Store:
+        if self._system is not None:
+            return self._system.store
+        if self._store is None:
+            self._store = Store(self.settings().url)
+        return self._store
+
+    def teardown_after_execution(self, context: Any) -> None:
+        if self._system is not None:
+            self._system.close()
+            self._system = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class SourcesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The sources file: the roots that feed the memory (see ``memory_pipeline.sources``)."""
+
+    sources_file: str | None = None
+
+    def config(self) -> SourcesConfig | None:
+        """The parsed sources file, or None when none is configured."""
+        return load_sources(self.sources_file) if self.sources_file else None

@@ -1,0 +1,318 @@
+"""Conversation exports → one Markdown document per conversation.
+
+Two formats (see the sample exports' FORMATS notes): a Claude.ai data export
+(``conversations.json``, a JSON array of conversations) and Claude Code session
+logs (``<session-id>.jsonl``, one record per line). Neither has an official
+schema and both change between versions, so parsing is defensive: unknown record
+types, blocks and fields are skipped; only a file that is not JSON at all (or not
+the expected top-level shape) is an error.
+
+The rendered document is deterministic (same conversation, same bytes), so a
+re-import of an unchanged conversation is recognised by the store as well.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.errors import InvalidInputError
+
+TOOL_TEXT_LIMIT = 600  # tool inputs and results are context, not knowledge: keep them short
+ATTACHMENT_LIMIT = 2000
+TITLE_LIMIT = 80
+
+
+@dataclass(frozen=True)
+class Message:
+    speaker: str  # "human" / "assistant"
+    at: dt.datetime | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    origin: str  # "claude-ai" | "claude-code"
+    session_id: str
+    title: str
+    started_at: dt.datetime | None
+    last_activity: dt.datetime | None
+    messages: tuple[Message, ...]
+    context: tuple[tuple[str, str], ...] = ()  # extra header lines, e.g. ("cwd", "/home/x")
+
+    @property
+    def source_title(self) -> str:
+        """The stable name the document is stored under (``text:<this>``): one per session."""
+        return f"{self.origin}:{self.session_id}"
+
+    @property
+    def speakers(self) -> list[str]:
+        return list(dict.fromkeys(m.speaker for m in self.messages))
+
+    def tags(self) -> list[str]:
+        tags = ["conversation", self.origin, f"session_id:{self.session_id}"]
+        if self.last_activity is not None:
+            tags.append(f"session_last_activity:{iso(self.last_activity)}")
+        return tags
+
+    def to_markdown(self) -> str:
+        lines = [f"# {self.title}", ""]
+        lines.append(f"- session: {self.session_id} ({self.origin})")
+        for key, value in self.context:
+            lines.append(f"- {key}: {value}")
+        lines.append(f"- started: {human_time(self.started_at)}")
+        lines.append(f"- last activity: {human_time(self.last_activity)}")
+        lines.append(f"- speakers: {', '.join(self.speakers)}")
+        for m in self.messages:
+            lines += ["", f"## {m.speaker} — {human_time(m.at)}", "", m.text.strip()]
+        return "\n".join(lines) + "\n"
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+
+
+def iso(stamp: dt.datetime) -> str:
+    return stamp.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def human_time(stamp: dt.datetime | None) -> str:
+    return stamp.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if stamp else "unknown"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
+def _quote(label: str, text: str) -> str:
+    body = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+    return f"> **{label}**\n{body}" if body else f"> **{label}**"
+
+
+def _title_from(messages: Iterable[Message]) -> str | None:
+    for m in messages:
+        if m.speaker == "human" and m.text.strip():
+            first = " ".join(m.text.split())
+            return _clip(first, TITLE_LIMIT)
+    return None
+
+
+def _tool_result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _render_blocks(blocks: Iterable[Any]) -> str:
+    """Text blocks verbatim, tool calls and results as short quotes; thinking is left out."""
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"].strip())
+        elif kind == "tool_use":
+            args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+            parts.append(_quote(f"tool {block.get('name', '?')}", _clip(args, TOOL_TEXT_LIMIT)))
+        elif kind == "tool_result":
+            text = _clip(_tool_result_text(block.get("content")), TOOL_TEXT_LIMIT)
+            parts.append(_quote("tool result", text))
+    return "\n\n".join(p for p in parts if p)
+
+
+# ----------------------------------------------------------------- Claude.ai export
+def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
+    speaker = raw.get("sender")
+    if speaker not in ("human", "assistant"):
+        return None
+    blocks = raw.get("content")
+    text = _render_blocks(blocks) if isinstance(blocks, list) and blocks else ""
+    if not text and isinstance(raw.get("text"), str):
+        text = raw["text"].strip()
+    for att in raw.get("attachments") or []:
+        if not isinstance(att, dict):
+            continue
+        name = str(att.get("file_name") or "attachment")
+        extracted = att.get("extracted_content")
+        body = _clip(extracted, ATTACHMENT_LIMIT) if isinstance(extracted, str) else ""
+        text = (text + "\n\n" + _quote(f"attachment {name}", body)).strip()
+    if not text:
+        return None
+    return Message(speaker, parse_time(raw.get("created_at")), text)
+
+
+def parse_claude_ai_export(path: Path) -> list[Conversation]:
+    """Every conversation of a Claude.ai ``conversations.json`` that has a message."""
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise InvalidInputError(
+            f"{path}: a Claude.ai export's conversations.json is a JSON array of conversations, "
+            f"found a {type(data).__name__}"
+        )
+    out = []
+    for raw in data:
+        if not isinstance(raw, dict) or not isinstance(raw.get("uuid"), str):
+            continue
+        messages = tuple(
+            m
+            for m in (
+                _claude_ai_message(r) for r in raw.get("chat_messages") or [] if isinstance(r, dict)
+            )
+            if m is not None
+        )
+        if not messages:
+            continue  # an empty conversation holds nothing to remember
+        stamps = [m.at for m in messages if m.at]
+        started = parse_time(raw.get("created_at")) or (min(stamps) if stamps else None)
+        last = parse_time(raw.get("updated_at")) or (max(stamps) if stamps else None)
+        name = raw.get("name")
+        title = (
+            (name.strip() if isinstance(name, str) else "")
+            or _title_from(messages)
+            or f"Claude.ai conversation {raw['uuid'][:8]}"
+        )
+        out.append(Conversation("claude-ai", raw["uuid"], title, started, last, messages))
+    return out
+
+
+# ---------------------------------------------------------------- Claude Code logs
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+    parsed = 0
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            bad += 1  # a torn last line of a live session, or a foreign line: skip it
+            continue
+        if isinstance(record, dict):
+            parsed += 1
+            yield record
+    if not parsed and bad:
+        raise InvalidInputError(
+            f"{path}: none of its {bad} lines is a JSON object; is it a Claude Code session log?"
+        )
+
+
+def _main_thread(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The branch that ends at the latest message: edits branch the tree, the last one counts."""
+    by_uuid = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
+    talk = [
+        r
+        for r in records
+        if r.get("type") in ("user", "assistant")
+        and not r.get("isSidechain")
+        and isinstance(r.get("uuid"), str)
+    ]
+    if not talk:
+        return []
+    _, leaf = max(enumerate(talk), key=lambda ir: (str(ir[1].get("timestamp") or ""), ir[0]))
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    node: dict[str, Any] | None = leaf
+    while node is not None and node["uuid"] not in seen:
+        seen.add(node["uuid"])
+        chain.append(node)
+        parent = node.get("parentUuid")
+        node = by_uuid.get(parent) if isinstance(parent, str) else None
+    return [r for r in reversed(chain) if r.get("type") in ("user", "assistant")]
+
+
+def _claude_code_message(record: dict[str, Any]) -> Message | None:
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content.strip()
+    elif isinstance(content, list):
+        text = _render_blocks(content)
+    else:
+        return None
+    if not text:
+        return None
+    speaker = "assistant"
+    if record.get("type") == "user":
+        # A user record holding only tool results is the tools talking, not the person.
+        only_tools = isinstance(content, list) and all(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        )
+        speaker = "tool" if only_tools else "human"
+    return Message(speaker, parse_time(record.get("timestamp")), text)
+
+
+def parse_claude_code_session(path: Path) -> list[Conversation]:
+    """One session log → one conversation (none when it holds no message)."""
+    records = list(_records(path))
+    thread = _main_thread(records)
+    messages = tuple(m for m in (_claude_code_message(r) for r in thread) if m is not None)
+    if not messages:
+        return []
+    session_id = next(
+        (r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), path.stem
+    )
+    on_thread = {r["uuid"] for r in thread}
+    summaries = [r for r in records if r.get("type") == "summary" and r.get("summary")]
+    summary = next(
+        (r for r in reversed(summaries) if r.get("leafUuid") in on_thread),
+        summaries[-1] if summaries else None,
+    )
+    stamps = [t for t in (parse_time(r.get("timestamp")) for r in records) if t]
+    title = (
+        (str(summary["summary"]).strip() if summary else "")
+        or _title_from(messages)
+        or f"Claude Code session {session_id[:8]}"
+    )
+    first = thread[0]
+    context = tuple(
+        (key, str(first[field]))
+        for key, field in (("cwd", "cwd"), ("git branch", "gitBranch"))
+        if isinstance(first.get(field), str) and first[field]
+    )
+    return [
+        Conversation(
+            "claude-code",
+            session_id,
+            title,
+            min(stamps) if stamps else None,
+            max(stamps) if stamps else None,  # the last timestamp is the last activity
+            messages,
+            context,
+        )
+    ]
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+    except ValueError as exc:
+        raise InvalidInputError(f"{path}: not valid JSON ({exc}); re-export it") from exc
+
+
+Parser = Callable[[Path], list[Conversation]]

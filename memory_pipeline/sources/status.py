@@ -1,0 +1,217 @@
+"""What is under the source roots, and how each file stands against the store.
+
+``scan`` only lists and stats (cheap: the change sensor calls it every tick);
+``file_status`` reads and hashes one file and asks the store whether its current
+content is what is stored. The store is the truth for *stored*; the ledger adds
+what the store cannot know (parse failures, the sessions an export produced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
+from memory_pipeline.sources.conversations import (
+    Conversation,
+    parse_claude_ai_export,
+    parse_claude_code_session,
+)
+from memory_pipeline.sources.ledger import FAILED, Ledger
+from memory_pipeline.types import ChunkRecord, DocumentInfo
+
+LAST_ACTIVITY_TAG = "session_last_activity:"
+
+READERS: dict[SourceKind, Callable[[Path], list[Conversation]]] = {
+    SourceKind.CLAUDE_AI: parse_claude_ai_export,
+    SourceKind.CLAUDE_CODE: parse_claude_code_session,
+}
+
+
+class StoreView(Protocol):
+    """The read side of the store that status and sync need."""
+
+    def documents_by_source(self, source: str) -> list[DocumentInfo]: ...
+
+    def get_document(self, doc_id: str) -> DocumentInfo | None: ...
+
+    def document_chunks(self, doc_id: str) -> list[ChunkRecord]: ...
+
+
+class FileState(StrEnum):
+    NEW = "new"  # nothing stored from this file yet
+    INGESTED = "ingested"  # what is stored is the file's current content
+    CHANGED = "changed"  # something is stored, but not the current content
+    FAILED = "failed"  # the current content could not be read or parsed
+    DELETED = "deleted"  # the file is gone but its documents are still stored
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    root: SourceRoot
+    size: int
+    mtime_ns: int
+
+    @property
+    def signature(self) -> str:
+        """Changes whenever the file is rewritten; what the change sensor compares."""
+        return f"{self.mtime_ns}:{self.size}"
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: Path
+    root: str
+    kind: SourceKind
+    state: FileState
+    reason: str = ""
+    documents: int = 0
+
+
+def scan(config: SourcesConfig) -> list[SourceFile]:
+    """Every file the roots' patterns pick, sorted; hidden files and folders are skipped."""
+    out: list[SourceFile] = []
+    seen: set[Path] = set()
+    for root in config.roots:
+        if not root.path.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root.path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path in seen or not root.matches(path):
+                    continue
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue  # vanished between listing and stat, or a dangling link
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                seen.add(path)
+                out.append(SourceFile(path, root, st.st_size, st.st_mtime_ns))
+    return sorted(out, key=lambda f: f.path)
+
+
+def missing_roots(config: SourcesConfig) -> list[SourceRoot]:
+    return [r for r in config.roots if not r.path.is_dir()]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_key(path: Path) -> str:
+    """The ``source`` the store records for a file (the loader names files by resolved path)."""
+    return str(Path(path).resolve())
+
+
+def conversation_source(conv: Conversation) -> str:
+    """The ``source`` of a conversation's document (``ingest_text`` names texts by title)."""
+    return f"text:{conv.source_title}"
+
+
+def is_current(store: StoreView, conv: Conversation) -> bool | None:
+    """None: never imported; True: stored with this last activity; False: stored, older."""
+    docs = store.documents_by_source(conversation_source(conv))
+    if not docs:
+        return None
+    if conv.last_activity is None:
+        return False
+    wanted = next(t for t in conv.tags() if t.startswith(LAST_ACTIVITY_TAG))
+    chunks = store.document_chunks(docs[0].doc_id)
+    return bool(chunks) and wanted in chunks[0].tags
+
+
+def plural(n: int, word: str = "conversation") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def file_status(store: StoreView, sf: SourceFile, ledger: Ledger) -> FileStatus:
+    def status(state: FileState, reason: str = "", documents: int = 0) -> FileStatus:
+        return FileStatus(sf.path, sf.root.name, sf.root.kind, state, reason, documents)
+
+    try:
+        sha = file_sha256(sf.path)
+    except OSError as exc:
+        return status(FileState.FAILED, f"cannot be read: {exc.strerror or exc}")
+    entry = ledger.get(sf.path)
+    if entry is not None and entry.status == FAILED and entry.sha256 == sha:
+        return status(FileState.FAILED, entry.error)
+    if sf.root.kind is SourceKind.FILES:
+        docs = store.documents_by_source(source_key(sf.path))
+        if any(d.content_hash == sha for d in docs):
+            return status(FileState.INGESTED, documents=len(docs))
+        if docs:
+            return status(FileState.CHANGED, "content differs from the stored version", len(docs))
+        twin = store.get_document(sha[:32])  # documents are named by their bytes (doc_id_for)
+        if twin is not None:
+            return status(FileState.INGESTED, f"identical to {twin.source}", 1)
+        return status(FileState.NEW)
+    try:
+        conversations = READERS[sf.root.kind](sf.path)
+    except InvalidInputError as exc:
+        return status(FileState.FAILED, str(exc))
+    states = [is_current(store, c) for c in conversations]
+    stored = sum(s is not None for s in states)
+    produced = {conversation_source(c) for c in conversations}
+    gone = [s for s in (entry.sources if entry else []) if s not in produced]
+    if any(store.documents_by_source(s) for s in gone):
+        return status(FileState.CHANGED, f"{plural(len(gone))} left the export", stored)
+    if not conversations:
+        return status(FileState.INGESTED, "no conversation with messages")
+    if all(s is True for s in states):
+        return status(FileState.INGESTED, plural(len(states)), stored)
+    if stored == 0:
+        return status(FileState.NEW, plural(len(states)))
+    stale = sum(s is not True for s in states)
+    return status(FileState.CHANGED, f"{stale} of {plural(len(states))} new or updated", stored)
+
+
+def deleted_statuses(
+    store: StoreView, config: SourcesConfig, ledger: Ledger, present: Sequence[Path]
+) -> list[FileStatus]:
+    """Files the ledger knows that are gone while their documents are still stored."""
+    here = {str(p) for p in present}
+    out = []
+    for name, entry in sorted(ledger.files.items()):
+        path = Path(name)
+        if name in here or path.exists():
+            continue
+        root = config.root_for(path)
+        sources = entry.sources or [source_key(path)]
+        n = sum(len(store.documents_by_source(s)) for s in sources)
+        if n:
+            out.append(
+                FileStatus(
+                    path,
+                    root.name if root else "-",
+                    root.kind if root else SourceKind.FILES,
+                    FileState.DELETED,
+                    "file removed; its documents are deleted by the next sync",
+                    n,
+                )
+            )
+    return out
+
+
+def sources_status(store: StoreView, config: SourcesConfig, ledger: Ledger) -> list[FileStatus]:
+    """Every file under the roots with its state, then removed files still stored."""
+    files = scan(config)
+    statuses = [file_status(store, f, ledger) for f in files]
+    return statuses + deleted_statuses(store, config, ledger, [f.path for f in files])
+
+
+def as_absolute(paths: Sequence[str | Path]) -> list[Path]:
+    return [absolute(p) for p in paths]

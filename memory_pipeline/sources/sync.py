@@ -1,0 +1,272 @@
+"""Bring the store in line with the source roots: plan which files to (re)ingest or delete, then do it.
+
+A plan comes either from explicit paths (what the change sensor saw) or from a
+full scan against the store. Applying it ingests each file on its own, so one bad
+file is recorded as failed (with the reason) instead of failing the batch; it
+never touches the index — publication is a separate, serialized step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from memory_pipeline.config import Settings
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.loaders import load_file
+from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
+from memory_pipeline.sources.conversations import Conversation
+from memory_pipeline.sources.ledger import FAILED, OK, Ledger
+from memory_pipeline.sources.status import (
+    READERS,
+    FileState,
+    StoreView,
+    conversation_source,
+    file_sha256,
+    file_status,
+    is_current,
+    scan,
+    source_key,
+)
+from memory_pipeline.types import IngestResult
+
+PENDING_STATES = (FileState.NEW, FileState.CHANGED)
+
+
+class SyncTarget(Protocol):
+    """The part of MemorySystem a sync writes through."""
+
+    settings: Settings
+
+    @property
+    def store(self) -> StoreView: ...
+
+    def ingest(
+        self,
+        paths: Sequence[str | Path],
+        metadata: dict[str, Any] | None = None,
+        *,
+        update_index: bool = True,
+        progress: bool = False,
+    ) -> list[IngestResult]: ...
+
+    def ingest_text(
+        self, text: str, title: str, metadata: dict[str, Any] | None = None
+    ) -> IngestResult: ...
+
+    def delete_document(self, doc_id: str) -> int: ...
+
+
+@dataclass
+class SyncPlan:
+    mode: str  # "paths" (the sensor's change set) or "full" (every file against the store)
+    ingest: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    ignored: list[str] = field(
+        default_factory=list
+    )  # outside every root, or neither here nor known
+    files_under_roots: int = 0
+    states: dict[str, int] = field(default_factory=dict)  # full scans only
+
+
+@dataclass
+class SyncReport:
+    documents_added: int = 0
+    documents_replaced: int = 0
+    documents_unchanged: int = 0
+    documents_removed: int = 0
+    sessions_skipped: int = 0  # conversations whose last activity is already stored
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    embedded: int = 0
+    reused_vectors: int = 0
+    files_done: list[str] = field(default_factory=list)
+    files_deleted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # path -> reason
+    seconds: float = 0.0
+
+    def count(self, result: IngestResult, removed_chunks: int) -> None:
+        if result.status == "unchanged":
+            self.documents_unchanged += 1
+            return
+        if result.status == "replaced":
+            self.documents_replaced += 1
+            self.chunks_removed += removed_chunks
+        else:
+            self.documents_added += 1
+        self.chunks_added += result.chunks
+        self.embedded += result.embedded
+        self.reused_vectors += result.reused_vectors
+
+
+def _failure_recorded(ledger: Ledger, path: Path) -> bool:
+    """True when the ledger already holds this very content's failure (so retrying is moot)."""
+    entry = ledger.get(path)
+    try:
+        return entry is not None and entry.status == FAILED and entry.sha256 == file_sha256(path)
+    except OSError:
+        return True
+
+
+def plan_sync(
+    store: StoreView,
+    config: SourcesConfig,
+    ledger: Ledger,
+    paths: Sequence[str] | None = None,
+    deleted: Sequence[str] | None = None,
+) -> SyncPlan:
+    """Explicit paths when given (either list), else a full scan of every root."""
+    files = scan(config)
+    if paths is None and deleted is None:
+        plan = SyncPlan("full", files_under_roots=len(files))
+        for sf in files:
+            st = file_status(store, sf, ledger)
+            plan.states[st.state.value] = plan.states.get(st.state.value, 0) + 1
+            if st.state in PENDING_STATES or (
+                st.state is FileState.FAILED and not _failure_recorded(ledger, sf.path)
+            ):
+                plan.ingest.append(str(sf.path))
+        here = {str(f.path) for f in files}
+        plan.delete = [p for p in sorted(ledger.files) if p not in here and not Path(p).exists()]
+        return plan
+    plan = SyncPlan("paths", files_under_roots=len(files))
+    for raw in dict.fromkeys([*(paths or ()), *(deleted or ())]):
+        path = absolute(raw)
+        if path.is_file():
+            (plan.ingest if config.root_for(path) else plan.ignored).append(str(path))
+        elif ledger.get(path) or store.documents_by_source(source_key(path)):
+            plan.delete.append(str(path))
+        else:
+            plan.ignored.append(str(path))
+    return plan
+
+
+def file_metadata(root: SourceRoot, front_matter: dict[str, object]) -> dict[str, Any]:
+    """The root's rule for a file: its knowledge_type wins, importance and tags are defaults.
+
+    A file's own importance stays; its tags are kept and the root's added.
+    """
+    meta: dict[str, Any] = {}
+    if root.knowledge_type is not None:
+        meta["knowledge_type"] = root.knowledge_type.value
+    if root.importance is not None and "importance" not in front_matter:
+        meta["importance"] = root.importance
+    if root.tags:
+        own = front_matter.get("tags")
+        if own is None:
+            meta["tags"] = list(root.tags)
+        elif isinstance(own, list) and all(isinstance(t, str) for t in own):
+            meta["tags"] = list(dict.fromkeys([*own, *root.tags]))
+        # anything else: leave it to ingest, which names the bad front matter
+    return meta
+
+
+def conversation_metadata(root: SourceRoot, conv: Conversation) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "title": conv.title,
+        "tags": list(dict.fromkeys([*conv.tags(), *root.tags])),
+    }
+    if root.knowledge_type is not None:
+        meta["knowledge_type"] = root.knowledge_type.value
+    if root.importance is not None:
+        meta["importance"] = root.importance
+    if conv.last_activity is not None:
+        meta["source_date"] = conv.last_activity.date()
+    return meta
+
+
+def _ingest_file(
+    target: SyncTarget, root: SourceRoot, path: Path, ledger: Ledger, report: SyncReport
+) -> None:
+    sha = file_sha256(path)
+    try:
+        loaded = load_file(path, max_bytes=target.settings.max_file_bytes)
+        older = target.store.documents_by_source(loaded.source)
+        [result] = target.ingest(
+            [path], file_metadata(root, loaded.front_matter), update_index=False
+        )
+    except InvalidInputError as exc:
+        ledger.record(path, sha, FAILED, error=str(exc))
+        report.failed[str(path)] = str(exc)
+        return
+    report.count(result, sum(d.n_chunks for d in older if d.doc_id != result.doc_id))
+    ledger.record(path, sha, OK, sources=[loaded.source])
+    report.files_done.append(str(path))
+
+
+def _ingest_conversations(
+    target: SyncTarget, root: SourceRoot, path: Path, ledger: Ledger, report: SyncReport
+) -> None:
+    sha = file_sha256(path)
+    try:
+        conversations = READERS[root.kind](path)
+    except InvalidInputError as exc:
+        ledger.record(path, sha, FAILED, error=str(exc))
+        report.failed[str(path)] = str(exc)
+        return
+    produced: list[str] = []
+    errors: list[str] = []
+    for conv in conversations:
+        source = conversation_source(conv)
+        produced.append(source)
+        if is_current(target.store, conv):
+            report.sessions_skipped += 1
+            continue
+        older = target.store.documents_by_source(source)
+        try:
+            result = target.ingest_text(
+                conv.to_markdown(), conv.source_title, conversation_metadata(root, conv)
+            )
+        except InvalidInputError as exc:
+            errors.append(f"{conv.session_id}: {exc}")
+            continue
+        report.count(result, sum(d.n_chunks for d in older if d.doc_id != result.doc_id))
+    entry = ledger.get(path)
+    for gone in [s for s in (entry.sources if entry else []) if s not in produced]:
+        _delete_source(target, gone, report)
+    if errors:
+        reason = f"{len(errors)} of {len(conversations)} conversations failed — " + "; ".join(
+            errors[:3]
+        )
+        ledger.record(path, sha, FAILED, error=reason, sources=produced)
+        report.failed[str(path)] = reason
+        return
+    ledger.record(path, sha, OK, sources=produced)
+    report.files_done.append(str(path))
+
+
+def _delete_source(target: SyncTarget, source: str, report: SyncReport) -> None:
+    for doc in target.store.documents_by_source(source):
+        report.chunks_removed += target.delete_document(doc.doc_id)
+        report.documents_removed += 1
+
+
+def apply_sync(
+    target: SyncTarget, config: SourcesConfig, plan: SyncPlan, ledger: Ledger
+) -> SyncReport:
+    """Ingest and delete as planned; files that fail are recorded, the rest go on."""
+    started = time.perf_counter()
+    report = SyncReport()
+    for raw in plan.delete:
+        path = Path(raw)
+        if path.exists():  # re-created since the plan was made: leave it to the next sync
+            continue
+        entry = ledger.get(path)
+        for source in entry.sources if entry and entry.sources else [source_key(path)]:
+            _delete_source(target, source, report)
+        ledger.forget(path)
+        report.files_deleted.append(raw)
+    for raw in plan.ingest:
+        path = Path(raw)
+        root = config.root_for(path)
+        if root is None or not path.is_file():
+            continue
+        if root.kind is SourceKind.FILES:
+            _ingest_file(target, root, path, ledger, report)
+        else:
+            _ingest_conversations(target, root, path, ledger, report)
+    report.seconds = time.perf_counter() - started
+    return report

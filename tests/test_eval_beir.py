@@ -1,0 +1,96 @@
+"""BEIR loading, subsets, the cached throw-away memory and its resumable build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory_pipeline.config import Settings
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.evaluation.beir import (
+    BeirDoc,
+    build_order,
+    load_beir,
+    memory_path,
+    open_beir_memory,
+    subset,
+)
+
+
+def _write(root: Path, n_docs: int = 12, extra: list[dict[str, str]] | None = None) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i}", "title": f"T{i}", "text": f"word{i} common"} for i in range(n_docs)]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
+    queries = [
+        {"_id": "q1", "text": "word3"},
+        {"_id": "q2", "text": "word7"},
+        {"_id": "q3", "text": "x"},
+    ]
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td7\t2\nq2\td8\t0\n"
+    )
+    if extra:
+        (root / "extra.jsonl").write_text("\n".join(json.dumps(d) for d in extra))
+    return root
+
+
+def test_load_beir_reads_the_layout(tmp_path: Path) -> None:
+    extra = [{"_id": "x1", "title": "", "text": "distractor"}]
+    ds = load_beir(_write(tmp_path / "b", extra=extra), extra_corpus=[tmp_path / "b/extra.jsonl"])
+    assert ds.name == "b+extra"
+    assert len(ds.corpus) == 13 and ds.corpus[-1] == BeirDoc("x1", "", "distractor")
+    assert ds.queries == {"q1": "word3", "q2": "word7"}  # q3 has no judgements
+    assert ds.qrels["q2"] == {"d7": 2, "d8": 0}
+    assert ds.corpus[3].as_markdown() == "# T3\n\nword3 common"
+
+
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        (lambda r: (r / "queries.jsonl").unlink(), "not a BEIR folder"),
+        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "a"}\n{"_id": "a"}'), "twice"),
+        (lambda r: (r / "corpus.jsonl").write_text("{oops"), "not a JSON line"),
+        (lambda r: (r / "qrels" / "test.tsv").write_text("q1\td1\n"), "expected query-id"),
+    ],
+)
+def test_load_beir_errors(tmp_path: Path, breakage, message: str) -> None:  # type: ignore[no-untyped-def]
+    root = _write(tmp_path / "b")
+    breakage(root)
+    with pytest.raises(InvalidInputError, match=message):
+        load_beir(root)
+
+
+def test_subset_keeps_judged_documents_and_samples_the_rest(tmp_path: Path) -> None:
+    ds = load_beir(_write(tmp_path / "b"))
+    small = subset(ds, 4, max_queries=1)
+    assert small.name == "b[4docs][1q]"
+    assert len(small.corpus) == 4 and list(small.queries) == ["q1"]
+    assert {d.doc_id for d in small.corpus} - {"d3"} == {"d0", "d4", "d8"}  # evenly spread
+
+
+def test_build_order_puts_judged_documents_first(tmp_path: Path) -> None:
+    order = [d.doc_id for d in build_order(load_beir(_write(tmp_path / "b")))]
+    assert order[:2] == ["d3", "d7"]  # d8 is judged 0: not relevant
+    assert sorted(order) == sorted(f"d{i}" for i in range(12))
+
+
+def test_memory_is_cached_by_corpus_model_and_chunking(tmp_path: Path) -> None:
+    ds = load_beir(_write(tmp_path / "b"))
+    cache = tmp_path / "cache"
+    settings = Settings(max_chunk_size=64, chunk_overlap=8)
+    emb = HashingEmbedder()
+    partial = open_beir_memory(ds, emb, settings, cache_root=cache, progress=False, embed_budget=0)
+    assert partial.partial and partial.documents == 0
+    assert any("partial memory" in n for n in partial.notes)
+    full = open_beir_memory(ds, emb, settings, cache_root=cache, progress=False)
+    assert not full.reused and not full.partial and full.documents == 12
+    assert full.embedded == full.chunks == 12
+    again = open_beir_memory(ds, emb, settings, cache_root=cache, progress=False)
+    assert again.reused and again.embedded == 0 and again.path == full.path
+    assert full.path.name.endswith("-hashing-bow-384")
+    assert memory_path(ds, emb.model_id, Settings(max_chunk_size=128), cache) != full.path
+    assert memory_path(ds, "other-model", settings, cache) != full.path

@@ -1,0 +1,186 @@
+"""Every asset materialized in-process with the real resources on a temporary memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from memory_pipeline.pipeline.definitions import build_definitions
+from memory_pipeline.pipeline.evaluation.assets import retrieval_eval
+from memory_pipeline.pipeline.ingestion.assets import (
+    documents_and_chunks,
+    embeddings,
+    search_index,
+    source_files,
+)
+from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates
+from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
+from tests.test_pipeline_support import Corpus, make_corpus
+
+ALL = [
+    source_files,
+    documents_and_chunks,
+    embeddings,
+    search_index,
+    forgetting_candidates,
+    retrieval_eval,
+]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Corpus:
+    return make_corpus(tmp_path)
+
+
+def resources(corpus: Corpus) -> dict[str, Any]:
+    """The resources exactly as the composition root builds them from the environment."""
+    return dict(build_definitions(corpus.env()).resources)
+
+
+def meta(result: dg.ExecuteInProcessResult, key: str) -> dict[str, Any]:
+    [event] = [
+        e.materialization
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() == key
+    ]
+    return {k: v.value for k, v in event.metadata.items()}
+
+
+def materialize(
+    corpus: Corpus, run_config: dict[str, Any] | None = None
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        ALL,
+        resources=resources(corpus),
+        run_config=run_config,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+
+
+def test_resources_come_from_the_environment(corpus: Corpus) -> None:
+    res = resources(corpus)
+    memory, sources = res["memory"], res["sources"]
+    assert isinstance(memory, MemoryResource) and isinstance(sources, SourcesResource)
+    assert memory.db_path == str(corpus.base / "memory.db") and memory.model == "hashing"
+    assert memory.max_chunk_size == 64
+    assert sources.sources_file == str(corpus.sources_file)
+
+
+def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus) -> None:
+    result = materialize(corpus)
+    assert result.success
+    keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert keys == {
+        "source_files",
+        "documents",
+        "chunks",
+        "embeddings",
+        "search_index",
+        "forgetting_candidates",
+        "retrieval_eval",
+    }
+
+    files = meta(result, "source_files")
+    assert files["mode"] == "full" and files["files_under_roots"] == 5
+    assert files["files_to_ingest"] == 5 and files["files_new"] == 5
+
+    docs = meta(result, "documents")
+    assert docs["documents_added"] == 5 and docs["documents_total"] == 5
+    assert docs["documents_removed"] == 0 and docs["files_failed"] == 0
+
+    chunks = meta(result, "chunks")
+    assert chunks["chunks_added"] == chunks["chunks_total"] > 0
+    assert chunks["vectors_embedded"] == chunks["chunks_added"]
+
+    emb = meta(result, "embeddings")
+    assert emb["model_id"] == "hashing-bow-384" and emb["dim"] == 384
+    assert emb["vectors_total"] == chunks["chunks_total"]
+
+    index = meta(result, "search_index")
+    assert index["index_version"] == 1 and index["vectors_indexed"] == chunks["chunks_total"]
+    assert index["bm25_documents"] == chunks["chunks_total"] and index["index_size_bytes"] > 0
+    assert index["model_id"] == "hashing-bow-384" and isinstance(index["seconds"], float)
+
+    forget = meta(result, "forgetting_candidates")
+    assert forget["dry_run"] is True and forget["archived"] == 0
+    assert forget["live_chunks"] == chunks["chunks_total"]
+
+    evaluation = meta(result, "retrieval_eval")
+    assert evaluation["queries"] == 2 and evaluation["documents"] == 5
+    assert evaluation["hit_rate_at_10"] == 1.0  # both judged notes are found
+
+    # The memory is searchable from the published index.
+    memory: MemoryResource = resources(corpus)["memory"]
+    hits = memory.system().query("reciprocal rank fusion", top_k=1, record_access=False)
+    assert hits.hits and "fusion" in hits.hits[0].content.lower()
+    assert hits.stats.unindexed_searched == 0
+
+
+def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus) -> None:
+    assert materialize(corpus).success
+    note, gone = corpus.notes / "decay.md", corpus.notes / "fusion.md"
+    note.write_text(note.read_text() + "\n\nA new paragraph on access frequency boosts.")
+    gone.unlink()
+    config = {"ops": {"source_files": {"config": {"paths": [str(note)], "deleted": [str(gone)]}}}}
+    result = materialize(corpus, config)
+    assert result.success
+    files = meta(result, "source_files")
+    assert files["mode"] == "paths" and files["files_to_ingest"] == 1
+    assert files["files_to_delete"] == 1
+    docs = meta(result, "documents")
+    assert docs["documents_changed"] == 1 and docs["documents_removed"] == 1
+    assert docs["documents_total"] == 4
+    chunks = meta(result, "chunks")
+    assert chunks["chunks_removed"] > 0 and chunks["chunks_added"] > 0
+    index = meta(result, "search_index")
+    assert index["index_version"] == 2 and index["update_kind"] == "update"
+    assert index["chunks_removed"] == chunks["chunks_removed"]
+
+
+def test_forgetting_runs_for_real_only_when_asked(corpus: Corpus, tmp_path: Path) -> None:
+    assert materialize(corpus).success
+    res = resources(corpus)
+    memory: MemoryResource = res["memory"]
+    memory.system().set_chunk_tags(
+        memory.system()
+        .store.documents_by_source(str((corpus.papers / "bm25.md").resolve()))[0]
+        .doc_id,
+        0,
+        importance=0.01,
+    )
+    config = {
+        "ops": {
+            "forgetting_candidates": {
+                "config": {"dry_run": False, "importance_threshold": 0.1, "max_fraction": 1.0}
+            }
+        }
+    }
+    result = dg.materialize(
+        [forgetting_candidates],
+        resources=res,
+        run_config=config,
+        instance=dg.DagsterInstance.ephemeral(),
+        selection=[forgetting_candidates],
+    )
+    forget = meta(result, "forgetting_candidates")
+    assert forget["dry_run"] is False and forget["archived"] == forget["candidates"] == 1
+    archive = list((corpus.base / "archive").glob("*.jsonl"))
+    assert archive and "BM25" in json.dumps(archive[0].read_text())
+
+
+def test_no_sources_file_is_an_empty_plan_not_a_failure(corpus: Corpus) -> None:
+    env = corpus.env()
+    del env["MEMORY_PIPELINE_SOURCES"]
+    res = dict(build_definitions(env).resources)
+    result = dg.materialize(
+        [source_files, documents_and_chunks, embeddings, search_index],
+        resources=res,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    assert meta(result, "source_files")["sources_file"] == "not configured"
+    assert meta(result, "documents")["documents_total"] == 0

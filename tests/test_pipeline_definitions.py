@@ -1,0 +1,139 @@
+"""The Definitions load (in-process and through the Dagster CLI); the instance file is valid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.pipeline.definitions import build_definitions
+from memory_pipeline.pipeline.instance import instance_config, write_instance
+from tests.test_pipeline_support import make_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def defs(tmp_path: Path) -> dg.Definitions:
+    return build_definitions(make_corpus(tmp_path).env())
+
+
+def test_definitions_load_with_every_asset_check_job_sensor_and_schedule(
+    defs: dg.Definitions,
+) -> None:
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
+        "source_files",
+        "documents",
+        "chunks",
+        "embeddings",
+        "search_index",
+        "forgetting_candidates",
+        "retrieval_eval",
+    }
+    assert {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys} == {
+        ("documents", "sources_parse"),
+        ("chunks", "tagging_coverage"),
+        ("embeddings", "vectors_valid"),
+        ("search_index", "index_consistency"),
+        ("retrieval_eval", "eval_regression"),
+    }
+    jobs = {"ingest_sources", "update_index", "forgetting", "health_checks", "evaluate_retrieval"}
+    for name in jobs:
+        assert defs.resolve_job_def(name).executor_def is dg.in_process_executor
+    for name in ("source_files_sensor", "pending_index_sensor"):
+        sensor = defs.resolve_sensor_def(name)
+        assert sensor.default_status is dg.DefaultSensorStatus.RUNNING
+    assert {s.name for s in defs.schedules or []} == {
+        "weekly_forgetting_report",
+        "hourly_health_checks",
+        "nightly_evaluation",
+    }
+
+
+def test_index_writers_share_one_pool(defs: dg.Definitions) -> None:
+    job = defs.resolve_job_def("ingest_sources")
+    pools = {node.name: node.definition.pool for node in job.graph.node_dict.values()}
+    assert pools["search_index"] == "index_writer"
+    assert pools["documents_and_chunks"] == "source_ingest"
+    forgetting = defs.resolve_job_def("forgetting")
+    assert forgetting.graph.node_dict["forgetting_candidates"].definition.pool == "index_writer"
+    assert defs.resolve_job_def("ingest_sources").tags["memory_pipeline/writer"] == "sources"
+
+
+def test_the_composition_root_reads_the_environment_only_when_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_corpus(tmp_path).env(MEMORY_PIPELINE_TAG_COVERAGE_FLOOR="0.25")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    sys.path.insert(0, str(REPO))
+    try:
+        import definitions as root
+    finally:
+        sys.path.remove(str(REPO))
+    loaded = root.defs()
+    assert loaded.resources["memory"].db_path == env["HYBRID_RAG_DB_PATH"]  # type: ignore[union-attr]
+    check = next(c for c in loaded.asset_checks or [] if "tagging_coverage" in str(c.check_keys))
+    assert "25%" in (next(iter(check.check_specs)).description or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MEMORY_PIPELINE_TAG_COVERAGE_FLOOR", "1.5"),
+        ("MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS", "x"),
+    ],
+)
+def test_bad_pipeline_settings_are_refused_by_name(tmp_path: Path, name: str, value: str) -> None:
+    with pytest.raises(InvalidInputError, match=name):
+        build_definitions(make_corpus(tmp_path).env(**{name: value}))
+
+
+def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
+    env = {**os.environ, **make_corpus(tmp_path).env(), "DAGSTER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "All code locations passed validation" in out.stdout + out.stderr
+
+
+def test_the_instance_file_loads_with_our_limits(tmp_path: Path) -> None:
+    path = write_instance(tmp_path / "home")
+    assert path == tmp_path / "home" / "dagster.yaml"
+    with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        assert instance.run_storage.__class__.__name__.startswith("Sqlite")
+        settings = instance.get_settings("concurrency")
+        assert settings["pools"]["default_limit"] == 1
+        assert settings["runs"]["tag_concurrency_limits"] == [
+            {"key": "memory_pipeline/writer", "limit": 1}
+        ]
+        assert instance.get_settings("telemetry") == {"enabled": False}
+
+
+def test_postgres_storage_reads_its_url_from_the_environment(tmp_path: Path) -> None:
+    cfg = instance_config(tmp_path, "postgres")
+    assert cfg["storage"] == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}
+    assert "DAGSTER_PG_URL" not in yaml.safe_dump(cfg["concurrency"])
+    with pytest.raises(ValueError, match="storage"):
+        instance_config(tmp_path, "mysql")
