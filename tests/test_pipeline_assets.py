@@ -108,6 +108,12 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
     forget = meta(result, "forgetting_candidates")
     assert forget["dry_run"] is True and forget["archived"] == 0
     assert forget["live_chunks"] == chunks["chunks_total"]
+    # the report states what forgetting would cost on the golden set (nothing here: no candidates)
+    assert "golden_cost" in forget
+    assert (
+        forget["golden_ndcg_at_10_with_candidates"]
+        == forget["golden_ndcg_at_10_without_candidates"]
+    )
 
     evaluation = meta(result, "retrieval_eval")
     assert evaluation["queries"] == 2 and evaluation["documents"] == 5

@@ -1,9 +1,15 @@
 """Maintenance assets: the forgetting report (a dry run unless a person asks otherwise)."""
 
+import datetime as dt
+
 import dagster as dg
 
+from memory_pipeline.evaluation import forgetting_cost
+from memory_pipeline.memory.forgetting import score_candidates
+from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 from memory_pipeline.pipeline.ingestion.assets import INDEX_POOL
 from memory_pipeline.pipeline.resources import MemoryResource
+from memory_pipeline.system import MemorySystem
 
 GROUP = "maintenance"
 
@@ -30,9 +36,15 @@ class ForgettingConfig(dg.Config):
     "A dry-run report by default; `dry_run: false` archives them to JSONL and removes them.",
 )
 def forgetting_candidates(
-    context: dg.AssetExecutionContext, config: ForgettingConfig, memory: MemoryResource
+    context: dg.AssetExecutionContext,
+    config: ForgettingConfig,
+    memory: MemoryResource,
+    evaluation: EvaluationResource,
 ) -> dg.MaterializeResult:
-    report = memory.system().run_forgetting_batch(
+    system = memory.system()
+    # Measured before anything is archived, so a person sees the cost before launching it.
+    cost = _golden_cost(system, config, evaluation) if config.dry_run else {}
+    report = system.run_forgetting_batch(
         time_weight=config.time_weight,
         freq_weight=config.freq_weight,
         importance_threshold=config.importance_threshold,
@@ -68,8 +80,36 @@ def forgetting_candidates(
             "lowest_scoring": dg.MetadataValue.md(table + "\n".join(rows) if rows else "_none_"),
             "index_version": report.index_version if report.index_version is not None else -1,
             "seconds": round(report.timings_s.get("total", 0.0), 3),
+            **cost,
         }
     )
+
+
+def _golden_cost(
+    system: MemorySystem, config: ForgettingConfig, evaluation: EvaluationResource
+) -> dict[str, dg.MetadataValue | float]:
+    """Golden-set metrics with and without the candidates (empty when no golden set)."""
+    golden = evaluation.golden()
+    if golden is None:
+        return {}
+    params = system.memory_params(
+        config.time_weight, config.freq_weight, config.importance_threshold
+    )
+    _live, candidates = score_candidates(
+        system.store, params, config.score_threshold, dt.datetime.now(dt.UTC)
+    )
+    cost = forgetting_cost(system, golden, [c.chunk_id for c in candidates])
+    before = cost.with_candidates.variant().summary
+    after = cost.without_candidates.variant().summary
+    out: dict[str, dg.MetadataValue | float] = {
+        "golden_cost": dg.MetadataValue.md("\n".join(f"- {line}" for line in cost.summary_lines()))
+    }
+    for metric in ("ndcg@10", "recall@10"):
+        if metric in before and metric in after:
+            key = metric.replace("@", "_at_")
+            out[f"golden_{key}_with_candidates"] = round(before[metric], 4)
+            out[f"golden_{key}_without_candidates"] = round(after[metric], 4)
+    return out
 
 
 ASSETS = [forgetting_candidates]
