@@ -60,15 +60,7 @@ class IndexWriter:
             v.clean_stale(self.root, manifest.version)
             last_seq, queued_adds, queued_dels = self.store.pending_changes()
             if not last_seq:
-                return IndexUpdateResult(
-                    manifest.version,
-                    "noop",
-                    0,
-                    0,
-                    manifest.n_dense,
-                    manifest.n_sparse,
-                    time.perf_counter() - started,
-                )
+                return _noop(manifest, started)
             seg_ids = {
                 s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments
             }
@@ -84,15 +76,7 @@ class IndexWriter:
                 return self._rebuild_locked(started)
             if not len(added) and not len(removed):
                 self.store.clear_changes(last_seq)
-                return IndexUpdateResult(
-                    manifest.version,
-                    "noop",
-                    0,
-                    0,
-                    manifest.n_dense,
-                    manifest.n_sparse,
-                    time.perf_counter() - started,
-                )
+                return _noop(manifest, started)
 
             version = manifest.version + 1
             tmp = v.new_temp_dir(self.root, version)
@@ -266,3 +250,16 @@ class IndexWriter:
             seg_ids[name] = merged_ids
         log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))
         return survivors, deleted
+
+
+def _noop(manifest: v.Manifest, started: float) -> IndexUpdateResult:
+    """Nothing to take in: the published version stays as it is."""
+    return IndexUpdateResult(
+        manifest.version,
+        "noop",
+        0,
+        0,
+        manifest.n_dense,
+        manifest.n_sparse,
+        time.perf_counter() - started,
+    )
