@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,9 +13,9 @@ import pytest
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.system import MemorySystem
+from tests.workers import go, spawn_ready
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-ROOT = Path(__file__).resolve().parents[1]
 KILLS = 20  # kills that land inside update_index
 MAX_ROUNDS = 40
 
@@ -35,30 +33,14 @@ def add_docs(system: MemorySystem, tmp: Path, round_no: int, n: int = 40) -> Non
 
 
 def spawn(system: MemorySystem, action: str = "update") -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(WORKER),
-            str(system.settings.db_path),
-            str(system.settings.index_path),
-            action,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+    s = system.settings
+    return spawn_ready(WORKER, str(s.db_path), str(s.index_path), action)
 
 
 def run_once(system: MemorySystem, action: str = "update") -> float:
     proc = spawn(system, action)
     start = time.perf_counter()
-    assert proc.stdin is not None
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
+    go(proc)
     assert proc.wait(timeout=120) == 0
     return time.perf_counter() - start
 
@@ -94,9 +76,7 @@ def test_sigkill_during_update_index(system: MemorySystem, tmp_path: Path) -> No
         before = read_current(system.settings.index_path)
         assert before is not None
         proc = spawn(system)
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        go(proc)
         time.sleep(rng.uniform(0.0, 0.9 * min(durations)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()

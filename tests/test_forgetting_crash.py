@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,9 +16,9 @@ from memory_pipeline.memory.forgetting import archived_keys, restore_archived
 from memory_pipeline.store import now_utc
 from memory_pipeline.store.schema import Chunk, ForgettingRun
 from memory_pipeline.system import MemorySystem
+from tests.workers import go, spawn_ready
 
 WORKER = Path(__file__).with_name("forget_worker.py")
-ROOT = Path(__file__).resolve().parents[1]
 KILLS = 10  # kills that land inside a run (a run that printed "done" is a finish)
 MAX_ROUNDS = 30
 Position = tuple[str, int]
@@ -46,29 +44,7 @@ def add_docs(system: MemorySystem, tmp: Path, kind: str, n: int) -> None:
 
 def spawn(system: MemorySystem, now: str) -> subprocess.Popen[str]:
     s = system.settings
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(WORKER),
-            str(s.db_path),
-            str(s.index_path),
-            str(archive_file(system)),
-            now,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
-
-
-def go(proc: subprocess.Popen[str]) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
+    return spawn_ready(WORKER, str(s.db_path), str(s.index_path), str(archive_file(system)), now)
 
 
 def live_positions(system: MemorySystem) -> dict[Position, int]:
