@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.health import HealthFinding, HealthReport, index_health
 from memory_pipeline.memory.report_cli import register
@@ -341,3 +342,38 @@ def test_unreadable_index_is_an_error_and_the_rest_still_runs(system: MemorySyst
     assert not report.healthy and report.index_version is None
     assert "rebuild-index" in one(report, "index").message
     assert one(report, "vectors_finite").severity == "ok" and one(report, "archive").count == 0
+
+
+def test_an_index_built_with_older_token_rules_is_reported_and_rebuilt(
+    system: MemorySystem,
+) -> None:
+    system.ingest_text("# 魚\n\nこの魚は春に卵を産む。", "fish")
+    fill(system)
+    version = system.reader.current()
+    assert version is not None and version.manifest.tokenizer == TOKENIZER_ID
+    assert not findings(health(system), "tokenizer")
+    # As written before the token rules were recorded: no "tokenizer" in the manifest.
+    manifest = version.path / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["tokenizer"]
+    manifest.write_text(json.dumps(data))
+    stale = IndexReader(system.settings.index_path).current()
+    assert stale is not None and stale.manifest.tokenizer == "mp-cjk-bigram-v1"
+    warned = one(
+        index_health(
+            system.store,
+            IndexReader(system.settings.index_path),
+            archive_file(system),
+            system.embedder.model_id,
+            system.embedder.dim,
+        ),
+        "tokenizer",
+    )
+    assert warned.severity == "warning" and "run update-index" in warned.message
+    # Nothing is queued, yet the update rebuilds: the old terms would miss new queries.
+    result = system.update_index()
+    assert result.kind == "rebuild" and result.n_sparse == len(system.store.all_ids())
+    assert not findings(health(system), "tokenizer")
+    hits = system.query("卵は何色ですか", top_k=1, use_reranker=False)
+    assert hits.hits[0].content.endswith("この魚は春に卵を産む。")
+    assert hits.hits[0].stage_scores["sparse_rank"] == 1

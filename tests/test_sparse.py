@@ -48,19 +48,19 @@ CORPUS_TEXTS = [
     "Deleting a document from the index must not require a full rebuild.",
     "The embedding model maps text to a 384 dimensional vector.",
     "Search latency at serving time should stay below fifty milliseconds.",
-    "Japanese text has no spaces, so the tokenizer uses character bigrams.",
+    "Japanese text has no spaces, so the tokenizer uses character unigrams and bigrams.",
     "The agent remembered the user's favourite programming language: Python.",
-    "FAISSのIVFインデックスは大規模なベクトル検索に使われます。",
-    "長期記憶を持つエージェントは過去の会話を検索します。",
-    "BM25はキーワード検索の定番のランキング関数です。",
-    "ハイブリッド検索は密ベクトルとBM25を組み合わせる。",
-    "日本語の文章には空白がないので、文字バイグラムで分割する。",
+    "FAISSのIVFインデックスはベクトル検索に使う。",
+    "長期記憶のエージェントは会話を検索する。",
+    "BM25はキーワード検索のランキング関数。",
+    "ハイブリッド検索は密ベクトルとBM25を使う。",
+    "日本語は空白がなく、文字バイグラムで分ける。",
     "ユーザーは短い回答を好みます。",
-    "インデックスの更新は増分で行い、全体の再構築は避ける。",
-    "エージェントの記憶はチャンク単位でベクトルデータベースに保存される。",
-    "検索の遅延は五十ミリ秒以内に抑える必要がある。",
-    "埋め込みモデルはテキストを384次元のベクトルに変換する。",
-    "Tantivyで作ったBM25インデックスを複製して新しい版を公開する。",
+    "インデックスの更新は増分で、再構築は避ける。",
+    "エージェントの記憶はチャンクで保存される。",
+    "検索の遅延は五十ミリ秒以内に抑える。",
+    "埋め込みモデルは384次元のベクトルを作る。",
+    "Tantivyで作ったBM25インデックスを複製して公開する。",
     "The memory pipeline publishes a new index version side by side with the old one.",
 ]
 CORPUS = [tokenize(t) for t in CORPUS_TEXTS]
@@ -424,8 +424,8 @@ def test_score_external_equals_search_of_indexed_doc(tmp_path: Path, length: int
     """
     base = list(enumerate(CORPUS))
     x_id = 999
-    x_tokens = _lengths_doc(length, with_terms=["bm25", "bm25", "検索", "memory"])
-    query = dedupe(tokenize("BM25 memory 検索 nosuchtoken"))
+    x_tokens = _lengths_doc(length, with_terms=["bm25", "bm25", "検索", "memory", "rust"])
+    query = dedupe(tokenize("BM25 memory 検索 rust nosuchtoken"))
 
     with_x = build(tmp_path / "with_x", [*base, (x_id, x_tokens)])
     indexed_score = dict(with_x.search(query, 1000))[x_id]

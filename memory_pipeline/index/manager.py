@@ -19,7 +19,7 @@ from memory_pipeline.index import versions as v
 from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, write_segment
 from memory_pipeline.index.reader import load_deleted
 from memory_pipeline.index.sparse import SparseIndex
-from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.store import Store
 from memory_pipeline.types import IndexUpdateResult
 
@@ -57,6 +57,9 @@ class IndexWriter:
                     f"the published index holds vectors of {manifest.model_id!r}, the embedder is "
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
+            if manifest.tokenizer != TOKENIZER_ID:
+                # Its BM25 terms were made by other rules; queries would miss them.
+                return self._rebuild_locked(started)
             v.clean_stale(self.root, manifest.version)
             last_seq, queued_adds, queued_dels = self.store.pending_changes()
             if not last_seq:
@@ -115,6 +118,7 @@ class IndexWriter:
                 created_at=v.now_iso(),
                 kind="update",
                 parent=manifest.version,
+                tokenizer=TOKENIZER_ID,
             )
             sparse.close()
             v.publish(self.root, tmp, new)
@@ -162,6 +166,7 @@ class IndexWriter:
             created_at=v.now_iso(),
             kind="rebuild",
             parent=parent,
+            tokenizer=TOKENIZER_ID,
         )
         sparse.close()
         v.publish(self.root, tmp, manifest)

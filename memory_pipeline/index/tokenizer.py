@@ -9,10 +9,15 @@ served, so the two always agree. The rules, in order:
    ``ς`` -> ``σ``. ASCII text takes a fast path (``str.lower``, no NFKC).
 2. **CJK runs** -- maximal runs of Han (incl. extensions and compatibility
    ideographs, ``々〆〇``), Hiragana, Katakana (incl. ``ー``; the middle dot ``・`` is
-   punctuation) and Hangul -- become overlapping character **bigrams**
-   (``インデックス`` -> ``イン ンデ デッ ック クス``). A one-character run is kept
-   as a unigram (``の`` -> ``の``). A run is not split where the script changes
-   (``日本語の`` -> ``日本 本語 語の``), as in Lucene's CJK bigram filter.
+   punctuation) and Hangul -- become **unigrams and overlapping bigrams**, in
+   position order (``記憶`` -> ``記 記憶 憶``; ``インデックス`` -> ``イ イン ン ンデ
+   デ デッ ッ ック ク クス ス``). A run is not split where the script changes
+   (``日本語の`` -> ``日 日本 本 本語 語 語の の``), as in Lucene's CJK bigram filter
+   with ``outputUnigrams``. Bigrams carry the precision of words; unigrams let a
+   one-character word match in any context (``卵`` "egg" in ``卵は`` and ``卵を``),
+   which bigrams alone cannot: on JaQuAD (Japanese Wikipedia, 11k paragraphs) BM25
+   nDCG@10 rose from 0.874 with bigrams only to 0.889. Unigrams of very common
+   kana cost little: their idf is near zero.
 3. **Word runs** -- maximal runs of any other letter, digit or combining mark
    (Latin, Cyrillic, Greek, but also Arabic, Devanagari...) -- become one token
    each. Letters and digits are not split from each other (``gpt4o``, ``v2``).
@@ -36,7 +41,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["CJK_RANGES", "tokenize"]
+__all__ = ["CJK_RANGES", "TOKENIZER_ID", "tokenize"]
+
+#: Names the rules below; recorded in every published index, so an index built with
+#: other rules is rebuilt instead of being searched with tokens it never saw.
+TOKENIZER_ID = "mp-cjk-unibigram-v2"
 
 #: Code point ranges treated as CJK (bigrammed). Inclusive bounds.
 CJK_RANGES: tuple[tuple[int, int], ...] = (
@@ -137,8 +146,8 @@ _ASCII_POSSESSIVE_RE = re.compile(r"'(?<=[a-z0-9]')s(?![a-z0-9])")
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into BM25 terms (see the module docstring for the rules).
 
-    >>> tokenize("FAISSのIVFインデックス")
-    ['faiss', 'の', 'ivf', 'イン', 'ンデ', 'デッ', 'ック', 'クス']
+    >>> tokenize("FAISSのIVF索引")
+    ['faiss', 'の', 'ivf', '索', '索引', '引']
     >>> tokenize("Don't split state-of-the-art!")
     ["don't", 'split', 'state', 'of', 'the', 'art']
     """
@@ -167,8 +176,18 @@ def tokenize(text: str) -> list[str]:
         if not i & 1:  # between CJK runs
             if part:
                 out.extend(words(part))
-        elif len(part) == 1:
-            out.append(part)
         else:
-            out.extend([part[j : j + 2] for j in range(len(part) - 1)])
+            out.extend(_cjk_grams(part))
+    return out
+
+
+def _cjk_grams(run: str) -> list[str]:
+    """Unigrams and overlapping bigrams of a CJK run, in position order.
+
+    ``インデックス`` -> ``イ イン ン ンデ デ デッ ッ ック ク クス ス``.
+    """
+    out = [run[0]]
+    for j in range(1, len(run)):
+        out.append(run[j - 1 : j + 1])
+        out.append(run[j])
     return out

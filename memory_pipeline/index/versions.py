@@ -60,6 +60,9 @@ class Manifest:
     parent: int | None = None
     format: int = FORMAT
     extra: dict[str, Any] = field(default_factory=dict)
+    # The BM25 token rules the sparse index was built with (versions written before
+    # the field existed used CJK bigrams only).
+    tokenizer: str = "mp-cjk-bigram-v1"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
 from memory_pipeline.store.schema import Chunk, Embedding, IndexChange
 
@@ -312,14 +313,27 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
     only_dense = np.setdiff1d(dense_ids, sparse_ids)
     only_sparse = np.setdiff1d(sparse_ids, dense_ids)
     disagree = np.union1d(only_dense, only_sparse)
+    stale: list[HealthFinding] = []
+    if ctx.version.manifest.tokenizer != TOKENIZER_ID:
+        stale.append(
+            HealthFinding(
+                "tokenizer",
+                "warning",
+                1,
+                f"the BM25 index was built with tokenizer {ctx.version.manifest.tokenizer!r}, "
+                f"queries use {TOKENIZER_ID!r}; run update-index (it rebuilds the index)",
+                [ctx.version.manifest.tokenizer],
+            )
+        )
     return [
+        *stale,
         _finding(
             "dense_sparse",
             disagree,
             dense=len(only_dense),
             sparse=len(only_sparse),
             total=len(dense_ids),
-        )
+        ),
     ]
 
 
