@@ -32,6 +32,7 @@ class Settings:
     max_chunk_size: int = 256
     chunk_overlap: int = 32
     top_n: int = 50
+    fusion: str = "convex"  # or "rrf"; see memory_pipeline/search/fusion.py
     rrf_k: int = 60
     max_file_bytes: int = 20 * 1024 * 1024
     ivf_threshold: int = 200_000
@@ -70,6 +71,13 @@ class Settings:
             values["model_cache"] = Path(env["HYBRID_RAG_MODEL_CACHE"])
         if env.get("HYBRID_RAG_RERANKER_MODEL"):
             values["reranker"] = env["HYBRID_RAG_RERANKER_MODEL"]
+        if env.get("HYBRID_RAG_FUSION"):
+            fusion = env["HYBRID_RAG_FUSION"].strip().lower()
+            if fusion not in ("convex", "rrf"):
+                raise InvalidInputError(
+                    f"HYBRID_RAG_FUSION must be 'convex' or 'rrf', got {env['HYBRID_RAG_FUSION']!r}"
+                )
+            values["fusion"] = fusion
         for key, name in (
             ("embed_batch_size", "HYBRID_RAG_EMBED_BATCH_SIZE"),
             ("max_chunk_size", "HYBRID_RAG_MAX_CHUNK_SIZE"),

@@ -299,6 +299,7 @@ class MemorySystem:
         params = SearchParams(
             top_k=top_k,
             top_n=st.top_n,
+            fusion=st.fusion,
             rrf_k=st.rrf_k,
             enable_mmr=enable_mmr,
             mmr_lambda=mmr_lambda,

@@ -1,4 +1,4 @@
-"""Reciprocal Rank Fusion and Maximal Marginal Relevance against hand-computed answers."""
+"""Fusion (RRF, convex combination) and Maximal Marginal Relevance against hand-computed answers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.search.fusion import reciprocal_rank_fusion
+from memory_pipeline.search.fusion import (
+    convex_combination,
+    min_max,
+    on_scale,
+    reciprocal_rank_fusion,
+)
 from memory_pipeline.search.mmr import mmr_select
 
 # ---------------------------------------------------------------- RRF
@@ -108,7 +113,7 @@ def test_rrf_is_independent_of_list_order_except_for_float_rounding() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"weights": [1.0]}, "1 weights for 2 ranked lists"),
+        ({"weights": [1.0]}, "1 weights for 2 lists"),
         ({"weights": [1.0, -0.5]}, ">= 0"),
         ({"weights": [1.0, float("nan")]}, "finite"),
         ({"k": -1}, "k must be an integer >= 0"),
@@ -118,6 +123,66 @@ def test_rrf_is_independent_of_list_order_except_for_float_rounding() -> None:
 def test_rrf_rejects_bad_arguments(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):
         reciprocal_rank_fusion([[1], [2]], **kwargs)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------- convex combination
+
+
+def test_min_max_maps_best_to_one_and_worst_to_zero() -> None:
+    assert min_max([(7, 12.0), (3, 9.0), (5, 6.0)]) == {7: 1.0, 3: 0.5, 5: 0.0}
+    assert min_max([(1, 0.3), (2, 0.3)]) == {1: 1.0, 2: 1.0}  # no spread: all equal
+    assert min_max([]) == {}
+    # A repeated id keeps its first (best) position's score.
+    assert min_max([(1, 4.0), (2, 2.0), (1, 0.0)]) == {1: 1.0, 2: 0.0}
+
+
+def test_convex_combination_matches_hand_computed_values() -> None:
+    dense = [(1, 0.90), (2, 0.85), (3, 0.80)]  # normalised 1, 0.5, 0
+    sparse = [(3, 20.0), (4, 12.0), (1, 10.0)]  # normalised 1, 0.2, 0
+    fused = convex_combination([dense, sparse])
+    expected = [(3, 0.5), (1, 0.5), (2, 0.25), (4, 0.1)]
+    # 3 and 1 tie at 0.5 and both reached rank 1 somewhere: the lower id wins.
+    assert [i for i, _ in fused] == [1, 3, 2, 4]
+    assert dict(fused) == pytest.approx(dict(expected))
+
+
+def test_convex_combination_keeps_a_confident_first_hit_that_rrf_overrules() -> None:
+    # BM25 is sure of 10 (far ahead); dense mildly prefers 20 and ranks 10 third.
+    dense = [(20, 0.84), (30, 0.83), (10, 0.82), (40, 0.70)]
+    sparse = [(10, 30.0), (20, 11.0), (40, 10.5), (30, 10.0)]
+    assert convex_combination([dense, sparse])[0][0] == 10
+    assert reciprocal_rank_fusion([[i for i, _ in dense], [i for i, _ in sparse]])[0][0] == 20
+
+
+def test_convex_combination_weights_are_rescaled_to_sum_to_one() -> None:
+    dense = [(1, 1.0), (2, 0.0)]
+    sparse = [(2, 5.0), (1, 1.0)]
+    fused = dict(convex_combination([dense, sparse], weights=[3, 1]))
+    assert fused == pytest.approx({1: 0.75, 2: 0.25})
+    assert convex_combination([dense, sparse], weights=[1, 0])[0][0] == 1
+    assert convex_combination([]) == []
+    assert convex_combination([[], []]) == []
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([1.0], "1 weights for 2 lists"),
+        ([1.0, -1.0], ">= 0"),
+        ([0.0, 0.0], "all be 0"),
+        ([float("nan"), 1.0], "finite"),
+    ],
+)
+def test_convex_combination_rejects_bad_weights(weights: list[float], match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        convex_combination([[(1, 1.0)], [(1, 1.0)]], weights=weights)
+
+
+def test_on_scale_places_an_outside_score_on_the_lists_scale() -> None:
+    scored = [(1, 0.9), (2, 0.7)]
+    assert on_scale(0.8, scored) == pytest.approx(0.5)
+    assert on_scale(0.6, scored) == pytest.approx(-0.5)  # below the worst: negative, still ordered
+    assert on_scale(0.5, []) == 0.0
 
 
 # ---------------------------------------------------------------- MMR

@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError, NotFoundError
 from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.search.pipeline import SearchParams
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 from tests.conftest import make_settings
@@ -50,7 +52,7 @@ def test_ingest_search_and_reingest_noop(system: MemorySystem, corpus: list[Path
     assert again[0].status == "unchanged" and "nothing to do" in again[0].message
     hit = system.query("half-life of news", top_k=1).hits[0]
     assert hit.knowledge_type == "paper" and hit.tags == ["demo"]
-    assert set(hit.stage_scores) >= {"dense", "sparse", "rrf"}
+    assert set(hit.stage_scores) >= {"dense", "sparse", "fused"}
 
 
 def test_unindexed_chunks_are_searchable_and_deleted_never_returned(
@@ -204,6 +206,32 @@ def test_search_arguments_are_checked(system: MemorySystem) -> None:
     with pytest.raises(InvalidInputError, match="top_k"):
         system.query("x", top_k=0)
     assert system.query("nothing stored yet").hits == []
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+def test_both_fusions_find_the_documents(tmp_path: Path, corpus: list[Path], fusion: str) -> None:
+    system = MemorySystem(make_settings(tmp_path, fusion=fusion), embedder=HashingEmbedder())
+    system.ingest(corpus)
+    system.update_index()
+    assert "Okapi BM25" in top_doc(system, "okapi term frequency")
+    assert "文字バイグラム" in top_doc(system, "形態素解析")
+    hit = system.query("okapi term frequency", top_k=1).hits[0]
+    fused = hit.stage_scores["fused"]
+    assert isinstance(fused, float)
+    if fusion == "convex":
+        assert 0.0 <= fused <= 1.0
+    else:
+        assert fused <= 2 / 61
+    system.close()
+
+
+def test_fusion_setting_is_checked() -> None:
+    assert Settings.from_env({}).fusion == "convex"
+    assert Settings.from_env({"HYBRID_RAG_FUSION": "RRF"}).fusion == "rrf"
+    with pytest.raises(InvalidInputError, match="HYBRID_RAG_FUSION must be 'convex' or 'rrf'"):
+        Settings.from_env({"HYBRID_RAG_FUSION": "borda"})
+    with pytest.raises(InvalidInputError, match="fusion must be one of convex, rrf"):
+        SearchParams(fusion="borda").validate()
 
 
 def test_changed_file_replaces_its_document(system: MemorySystem, tmp_path: Path) -> None:

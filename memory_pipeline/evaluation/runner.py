@@ -185,6 +185,7 @@ def evaluate(
         settings={
             "top_n_configured": st.top_n,
             "top_n_used": max(st.top_n, depth),  # each retriever reaches the scored depth
+            "fusion": st.fusion,
             "rrf_k": st.rrf_k,
             "max_chunk_size": st.max_chunk_size,
             "chunk_overlap": st.chunk_overlap,

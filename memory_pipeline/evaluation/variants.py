@@ -102,6 +102,7 @@ def _hybrid(*, reranker: bool = False, memory: bool = False, mmr: bool = False) 
             top_k=req.depth,
             # Each retriever must reach at least as deep as the list we score.
             top_n=max(st.top_n, req.depth),
+            fusion=st.fusion,
             rrf_k=st.rrf_k,
             enable_mmr=mmr,
             use_reranker=reranker,

@@ -1,8 +1,18 @@
-"""Reciprocal Rank Fusion of several ranked id lists (e.g. dense and BM25 results).
+"""Fusing the dense and the BM25 result lists into one ranking.
 
-RRF is used instead of mixing raw scores because cosine similarities and BM25 scores
-live on unrelated, query-dependent scales; ranks are comparable across retrievers
-without any calibration.
+Two fusions, picked by the ``fusion`` setting:
+
+* ``convex`` (the default): each list's scores min-max normalised over its own
+  candidates, then averaged (Bruch, Gai & Ingber, "An Analysis of Fusion Functions
+  for Hybrid Retrieval", ACM TOIS 42(1), 2023). It keeps *how much* better a hit is,
+  so a retriever that is sure of its first hit (a BM25 score far above the rest)
+  is not overruled by the other's weak preference.
+* ``rrf``: Reciprocal Rank Fusion, ranks only; robust to any score scale, but a
+  rank-1 hit far ahead of the field counts the same as one a hair ahead.
+
+Measured with ``memory-pipeline eval`` (equal weights, nothing tuned): convex
+beats RRF on JaQuAD (Japanese) and matches it on SciFact (English); see
+``eval/README.md``.
 """
 
 from __future__ import annotations
@@ -13,6 +23,8 @@ from collections.abc import Sequence
 from memory_pipeline.errors import InvalidInputError
 
 DEFAULT_RRF_K = 60
+FUSIONS = ("convex", "rrf")
+DEFAULT_FUSION = "convex"
 
 
 def reciprocal_rank_fusion(
@@ -51,18 +63,7 @@ def reciprocal_rank_fusion(
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise InvalidInputError(f"RRF k must be an integer >= 0, got {k!r}")
-    if weights is None:
-        list_weights = [1.0] * len(rankings)
-    else:
-        if len(weights) != len(rankings):
-            raise InvalidInputError(
-                f"RRF got {len(weights)} weights for {len(rankings)} ranked lists; "
-                "pass one weight per list or none"
-            )
-        list_weights = [float(w) for w in weights]
-        for w in list_weights:
-            if not math.isfinite(w) or w < 0:
-                raise InvalidInputError(f"RRF weights must be finite and >= 0, got {w!r}")
+    list_weights = _check_weights(weights, len(rankings), "RRF")
 
     scores: dict[int, float] = {}
     best_rank: dict[int, int] = {}
@@ -80,3 +81,88 @@ def reciprocal_rank_fusion(
                 best_rank[doc_id] = rank
 
     return sorted(scores.items(), key=lambda item: (-item[1], best_rank[item[0]], item[0]))
+
+
+def _check_weights(weights: Sequence[float] | None, n: int, what: str) -> list[float]:
+    if weights is None:
+        return [1.0] * n
+    if len(weights) != n:
+        raise InvalidInputError(
+            f"{what} got {len(weights)} weights for {n} lists; pass one weight per list or none"
+        )
+    out = [float(w) for w in weights]
+    for w in out:
+        if not math.isfinite(w) or w < 0:
+            raise InvalidInputError(f"{what} weights must be finite and >= 0, got {w!r}")
+    return out
+
+
+def min_max(scored: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Scores mapped to [0, 1] over the list: best 1, worst 0; all equal -> all 1.
+
+    A repeated id keeps its first (best) position only, so a retriever cannot vote
+    twice for the same item.
+    """
+    first: dict[int, float] = {}
+    for raw_id, value in scored:
+        # int() folds numpy integer ids into plain ints so they merge with the rest.
+        first.setdefault(int(raw_id), float(value))
+    if not first:
+        return {}
+    lo, hi = min(first.values()), max(first.values())
+    span = hi - lo
+    return {i: (v - lo) / span if span > 0 else 1.0 for i, v in first.items()}
+
+
+def convex_combination(
+    scored: Sequence[Sequence[tuple[int, float]]],
+    *,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[int, float]]:
+    """Fuse scored lists by a convex combination of min-max normalised scores.
+
+    Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval",
+    ACM TOIS 42(1), 2023::
+
+        CC(d) = Σ_i  w_i · (s_i(d) − min_i) / (max_i − min_i),   Σ_i w_i = 1
+
+    where ``min_i``/``max_i`` are the lowest and highest score in list ``i`` and a
+    list that does not contain ``d`` contributes 0 (its lowest normalised score).
+    Weights default to equal and are rescaled to sum to 1, so fused scores lie in
+    [0, 1] whatever the retrievers' own scales.
+
+    Returns ``(id, score)`` pairs, highest first; ties are ordered by the best rank
+    the id reached in any list, then by ascending id.
+
+    Raises:
+        InvalidInputError: ``weights`` of the wrong length, negative, not finite or
+            all zero.
+    """
+    list_weights = _check_weights(weights, len(scored), "convex combination")
+    total = sum(list_weights)
+    if scored and total <= 0:
+        raise InvalidInputError("convex combination weights must not all be 0")
+    scores: dict[int, float] = {}
+    best_rank: dict[int, int] = {}
+    for ranking, weight in zip(scored, list_weights, strict=True):
+        normalised = min_max(ranking)
+        for rank, (doc_id, value) in enumerate(normalised.items(), start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight / total * value
+            if rank < best_rank.get(doc_id, rank + 1):
+                best_rank[doc_id] = rank
+    return sorted(scores.items(), key=lambda item: (-item[1], best_rank[item[0]], item[0]))
+
+
+def on_scale(score: float, scored: Sequence[tuple[int, float]]) -> float:
+    """``score`` on the min-max scale of a list that does not hold it.
+
+    Not clipped: an item scoring below the list's worst gets a negative value, so
+    items added from outside a list stay ordered by their own scores.
+    """
+    if not scored:
+        return 0.0
+    values = [float(s) for _, s in scored]
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        return float(score) - lo
+    return (float(score) - lo) / (hi - lo)

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: dense ∪ sparse → RRF → cross-encoder → MMR → top_k (DESIGN §2).
+"""Hybrid retrieval: dense ∪ sparse → fusion → cross-encoder → MMR → top_k (DESIGN §2).
 
 Correct without waiting for the pipeline: chunks the published index does not
 hold yet (queued in the store's index changes) are scored here directly, and ids the index
@@ -22,7 +22,13 @@ from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
-from memory_pipeline.search.fusion import reciprocal_rank_fusion
+from memory_pipeline.search.fusion import (
+    DEFAULT_FUSION,
+    FUSIONS,
+    convex_combination,
+    on_scale,
+    reciprocal_rank_fusion,
+)
 from memory_pipeline.search.mmr import mmr_select
 from memory_pipeline.search.rerank import Reranker
 from memory_pipeline.store import Store
@@ -35,6 +41,7 @@ Ranked = list[tuple[int, float]]
 class SearchParams:
     top_k: int = 5
     top_n: int = 50
+    fusion: str = DEFAULT_FUSION
     rrf_k: int = 60
     enable_mmr: bool = False
     mmr_lambda: float = 0.7
@@ -53,6 +60,10 @@ class SearchParams:
             raise InvalidInputError(f"top_k must be between 1 and 1000, got {self.top_k}")
         if not 1 <= self.top_n <= 10_000:
             raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
+        if self.fusion not in FUSIONS:
+            raise InvalidInputError(
+                f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}"
+            )
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
         if not 0 <= self.guaranteed_candidates_limit <= 1000:
@@ -148,7 +159,7 @@ class HybridSearcher:
 
     # ------------------------------------------------------------------ stages
     def _retrieve(self, run: _Run) -> None:
-        """Dense and sparse top-N (filters first), the unindexed delta, then RRF."""
+        """Dense and sparse top-N (filters first), the unindexed delta, then fusion."""
         p, version = run.params, run.version
         if version is not None:
             with run.timer.stage("dense"):
@@ -172,9 +183,12 @@ class HybridSearcher:
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
         with run.timer.stage("fusion"):
-            run.fused = reciprocal_rank_fusion(
-                [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
-            )
+            if p.fusion == "rrf":
+                run.fused = reciprocal_rank_fusion(
+                    [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
+                )
+            else:
+                run.fused = convex_combination([run.dense, run.sparse])
         run.stats.candidates = len(run.fused)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
@@ -191,8 +205,9 @@ class HybridSearcher:
     def _add_guaranteed(self, run: _Run, filters: SearchFilters) -> None:
         """Principles and important chunks matching the filters join the pool, by relevance.
 
-        They get the RRF score of a rank just past the dense top-N cut, so they are
-        scored like everyone else and never forced to the top.
+        They are scored like everyone else and never forced to the top: with RRF, the
+        score of a rank just past the dense top-N cut; with the convex combination,
+        their dense score on the dense list's scale (below its worst, so below 0).
         """
         p, version = run.params, run.version
         if not p.enable_memory_rerank or p.guaranteed_candidates_limit == 0 or version is None:
@@ -211,14 +226,18 @@ class HybridSearcher:
                 allowed=ids,
             )
             have = {r.id for r in run.pool}
-            new = [(cid, rank) for rank, (cid, _) in enumerate(best, 1) if cid not in have]
-            records = self.store.get_chunks([cid for cid, _ in new])
-            for cid, rank in new:
+            new = [(cid, rank, s) for rank, (cid, s) in enumerate(best, 1) if cid not in have]
+            records = self.store.get_chunks([cid for cid, _, _ in new])
+            for cid, rank, score in new:
                 if cid in records:
                     run.pool.append(records[cid])
-                    run.relevance[cid] = 1.0 / (p.rrf_k + p.top_n + rank)
+                    run.relevance[cid] = (
+                        1.0 / (p.rrf_k + p.top_n + rank)
+                        if p.fusion == "rrf"
+                        else on_scale(score, run.dense) / 2  # the dense list's half
+                    )
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
-            run.stats.guaranteed_added = sum(1 for cid, _ in new if cid in records)
+            run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
 
     def _cross_encode(self, run: _Run) -> None:
         p = run.params
@@ -313,7 +332,7 @@ class HybridSearcher:
                     "dense_rank": dense_rank.get(r.id),
                     "sparse": sparse_map.get(r.id),
                     "sparse_rank": sparse_rank.get(r.id),
-                    "rrf": run.relevance.get(r.id),
+                    "fused": run.relevance.get(r.id),
                     "cross_encoder": None,
                     **run.extra.get(r.id, {}),
                 },
