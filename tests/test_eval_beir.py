@@ -94,3 +94,50 @@ def test_memory_is_cached_by_corpus_model_and_chunking(tmp_path: Path) -> None:
     assert full.path.name.endswith("-hashing-bow-384")
     assert memory_path(ds, emb.model_id, Settings(max_chunk_size=128), cache) != full.path
     assert memory_path(ds, "other-model", settings, cache) != full.path
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts, *, progress=False):  # type: ignore[no-untyped-def]
+        self.texts.extend(texts)
+        return super().embed_documents(texts, progress=progress)
+
+
+def test_other_chunking_embeds_only_chunks_with_new_text(tmp_path: Path) -> None:
+    long_text = " ".join(f"term{i}" for i in range(60))  # split at 32 tokens, whole at 128
+    ds = load_beir(_write(tmp_path / "b", extra=None))
+    ds.corpus.append(BeirDoc("long", "Long", long_text))
+    cache = tmp_path / "cache"
+    emb = CountingEmbedder()
+    small = open_beir_memory(
+        ds, emb, Settings(max_chunk_size=32, chunk_overlap=4), cache_root=cache, progress=False
+    )
+    assert small.embedded == small.chunks == len(emb.texts) > 13  # the long one is split
+    emb.texts.clear()
+    large = open_beir_memory(
+        ds, emb, Settings(max_chunk_size=128, chunk_overlap=4), cache_root=cache, progress=False
+    )
+    assert large.path != small.path and large.chunks == 13
+    # The twelve short documents are one chunk either way: only the long one is new.
+    assert large.embedded == len(emb.texts) == 1 and emb.texts[0].endswith(long_text)
+    # Cached vectors are the ones the model gives for the same text.
+    ids = [int(i) for i in large.system.store.all_ids()]
+    got, vecs = large.system.store.vectors_for(ids, emb.model_id)
+    contents = large.system.store.contents(got.tolist())
+    expected = HashingEmbedder().embed_documents([contents[int(i)] for i in got])
+    assert vecs == pytest.approx(expected)
+    # A fresh cache folder knows nothing yet: everything is embedded.
+    emb.texts.clear()
+    other = open_beir_memory(
+        ds,
+        emb,
+        Settings(max_chunk_size=128, chunk_overlap=4),
+        cache_root=tmp_path / "c2",
+        progress=False,
+    )
+    assert other.embedded == 13 == len(emb.texts)

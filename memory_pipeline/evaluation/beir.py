@@ -8,7 +8,9 @@ of Information Retrieval Models", NeurIPS 2021 Datasets track): ``corpus.jsonl``
 The memory is cached under ``<cache>/<corpus-hash>-<model-slug>/`` (SQLite + index):
 the hash covers every document's id, title and text *and* the chunking parameters, so
 a second run with the same corpus, model and chunking reuses the stored vectors, and
-an interrupted build resumes where it stopped.
+an interrupted build resumes where it stopped. Vectors are also kept by chunk text
+in ``<cache>/vectors-<model-slug>.db`` (see :class:`VectorCache`), so a build with
+other chunking parameters embeds only the chunks whose text is new.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import json
 import random
 import re
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -217,7 +220,8 @@ def open_beir_memory(
     (see :func:`build_order`), says so in its notes, and the next call resumes it.
     """
     started = time.perf_counter()
-    path = memory_path(ds, embedder.model_id, settings, cache_root or default_eval_cache())
+    cache_root = cache_root or default_eval_cache()
+    path = memory_path(ds, embedder.model_id, settings, cache_root)
     path.mkdir(parents=True, exist_ok=True)
     local = replace(
         settings, db_path=path / "memory.db", index_path=path / "index", database_url=None
@@ -226,6 +230,9 @@ def open_beir_memory(
     marker = path / "complete.json"
     if marker.exists():
         info = json.loads(marker.read_text())
+        # Vectors are reused; the index is brought up to the current rules (a no-op
+        # unless e.g. the BM25 token rules changed since it was built).
+        system.update_index()
         return BuiltMemory(
             system, path, True, info["documents"], info["chunks"], 0, time.perf_counter() - started
         )
@@ -233,7 +240,13 @@ def open_beir_memory(
         have = set(s.scalars(sa.select(Document.doc_id)))
     todo = [d for d in build_order(ds) if d.doc_id not in have]
     deadline = None if embed_budget is None else started + embed_budget
-    embedded, notes, done = _embed_and_store(system, ds.name, todo, settings, progress, deadline)
+    cache = VectorCache(cache_root, embedder.model_id)
+    try:
+        embedded, notes, done = _embed_and_store(
+            system, ds.name, todo, settings, progress, deadline, cache
+        )
+    finally:
+        cache.close()
     system.update_index()
     counts = system.store.counts()
     if not done:
@@ -242,31 +255,21 @@ def open_beir_memory(
             "(judged documents first, then a fixed random sample of the others); "
             "metrics are for this smaller corpus. Run again to resume the build."
         )
-        return BuiltMemory(
-            system,
-            path,
-            False,
-            counts["documents"],
-            counts["chunks"],
-            embedded,
-            time.perf_counter() - started,
-            notes,
-            partial=True,
+    else:
+        marker.write_text(
+            json.dumps(
+                {
+                    "dataset": ds.name,
+                    "model_id": embedder.model_id,
+                    "documents": counts["documents"],
+                    "chunks": counts["chunks"],
+                    "max_chunk_size": settings.max_chunk_size,
+                    "chunk_overlap": settings.chunk_overlap,
+                    "built_at": now_utc().isoformat(),
+                },
+                indent=2,
+            )
         )
-    marker.write_text(
-        json.dumps(
-            {
-                "dataset": ds.name,
-                "model_id": embedder.model_id,
-                "documents": counts["documents"],
-                "chunks": counts["chunks"],
-                "max_chunk_size": settings.max_chunk_size,
-                "chunk_overlap": settings.chunk_overlap,
-                "built_at": now_utc().isoformat(),
-            },
-            indent=2,
-        )
-    )
     return BuiltMemory(
         system,
         path,
@@ -276,7 +279,92 @@ def open_beir_memory(
         embedded,
         time.perf_counter() - started,
         notes,
+        partial=not done,
     )
+
+
+class VectorCache:
+    """Document vectors of one model keyed by the SHA-256 of the chunk text.
+
+    Embedding is nearly all the cost of building an evaluation memory; this cache
+    makes a rebuild with other chunking parameters pay only for chunks whose text
+    changed. On opening it takes in the vectors of every cached memory of the same
+    model (``<cache>/*-<model-slug>/memory.db``) that it has not seen yet.
+    """
+
+    def __init__(self, cache_root: Path, model_id: str) -> None:
+        self.path = cache_root / f"vectors-{_slug(model_id)}.db"
+        self.model_id = model_id
+        self._db = sqlite3.connect(self.path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)"
+        )
+        self._db.execute("CREATE TABLE IF NOT EXISTS seeded (memory TEXT PRIMARY KEY)")
+        self._seed(cache_root)
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8")).digest()
+
+    def _seed(self, cache_root: Path) -> None:
+        done = {row[0] for row in self._db.execute("SELECT memory FROM seeded")}
+        for db in sorted(cache_root.glob(f"*-{_slug(self.model_id)}/memory.db")):
+            if db.parent.name in done or not (db.parent / "complete.json").exists():
+                continue
+            src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                rows = src.execute(
+                    "SELECT c.content, e.vector FROM chunks c JOIN embeddings e "
+                    "ON e.chunk_id = c.id WHERE e.model_id = ?",
+                    (self.model_id,),
+                )
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
+                    ((self.key(text), blob) for text, blob in rows),
+                )
+            except sqlite3.Error:
+                continue  # not a memory of ours (or another schema): nothing to take
+            finally:
+                src.close()
+            self._db.execute("INSERT INTO seeded VALUES (?)", (db.parent.name,))
+        self._db.commit()
+
+    def get(self, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        """Cached vectors by position in ``texts``."""
+        out: dict[int, np.ndarray] = {}
+        for i, text in enumerate(texts):
+            row = self._db.execute(
+                "SELECT vector FROM vectors WHERE key = ?", (self.key(text),)
+            ).fetchone()
+            if row is not None:
+                out[i] = np.frombuffer(row[0], dtype=np.float32)
+        return out
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
+            (
+                (self.key(t), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for t, v in zip(texts, vectors, strict=True)
+            ),
+        )
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _embed(emb: Embedder, cache: VectorCache | None, texts: list[str]) -> tuple[np.ndarray, int]:
+    """Vectors for ``texts``, from the cache where it has them; (vectors, newly embedded)."""
+    known = cache.get(texts) if cache is not None else {}
+    todo = [i for i in range(len(texts)) if i not in known]
+    fresh = emb.embed_documents([texts[i] for i in todo]) if todo else None
+    if cache is not None and fresh is not None:
+        cache.put([texts[i] for i in todo], fresh)
+    rows = dict(known)
+    if fresh is not None:
+        rows.update(zip(todo, fresh, strict=True))
+    return np.stack([np.asarray(rows[i], dtype=np.float32) for i in range(len(texts))]), len(todo)
 
 
 def _embed_and_store(
@@ -286,10 +374,12 @@ def _embed_and_store(
     settings: Settings,
     progress: bool,
     deadline: float | None = None,
+    cache: VectorCache | None = None,
 ) -> tuple[int, list[str], bool]:
     """Chunk every document, embed in large batches behind one bar, store per document.
 
-    Returns (chunks embedded, notes, whether every document was stored)."""
+    Returns (chunks newly embedded, notes, whether every document was stored); chunks
+    whose text ``cache`` holds are not embedded again."""
     from tqdm import tqdm
 
     emb = system.embedder
@@ -325,7 +415,7 @@ def _embed_and_store(
             size += len(item[1])
         if group and (size >= _EMBED_GROUP or item is None):
             texts = [c.content for _, chunks in group for c in chunks]
-            vecs = emb.embed_documents(texts)
+            vecs, fresh = _embed(emb, cache, texts)
             if not checked:
                 system.store.check_model(emb.model_id, int(vecs.shape[1]))
                 checked = True
@@ -336,7 +426,7 @@ def _embed_and_store(
                 )
                 start += len(chunks)
             bar.update(len(texts))
-            embedded += len(texts)
+            embedded += fresh
             group, size = [], 0
     bar.close()
     return embedded, notes, True

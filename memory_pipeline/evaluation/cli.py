@@ -158,7 +158,11 @@ def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:
     built = open_beir_memory(
         ds, embedder, settings, cache_root=args.cache_dir, progress=progress, embed_budget=budget
     )
-    how = "reused" if built.reused else f"built ({built.embedded} chunks embedded)"
+    how = (
+        "reused"
+        if built.reused
+        else f"built ({built.embedded} chunks embedded, {built.chunks - built.embedded} reused)"
+    )
     if built.partial:
         how = f"PARTIAL ({built.documents} of {len(ds.corpus)} documents)"
     print(f"memory {how} in {built.seconds:.1f}s: {built.path}")
