@@ -124,7 +124,7 @@ def results(system: MemorySystem) -> list[list[tuple[str, int, str]]]:
         [
             (h.doc_id, h.chunk_index, h.content)
             for h in system.query(q, top_k=5, record_access=False).hits
-            if h.stage_scores.get("sparse") is not None or (h.stage_scores.get("dense") or 0) > 0
+            if (h.stage_scores.get("sparse") or 0) > 0 or (h.stage_scores.get("dense") or 0) > 0
         ]
         for q in QUERIES
     ]

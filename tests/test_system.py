@@ -225,6 +225,31 @@ def test_both_fusions_find_the_documents(tmp_path: Path, corpus: list[Path], fus
     system.close()
 
 
+@pytest.mark.parametrize("published", [True, False])
+def test_convex_fusion_scores_every_candidate_with_both_retrievers(
+    tmp_path: Path, corpus: list[Path], published: bool
+) -> None:
+    # top_n=1: each retriever contributes one candidate, the other must score it,
+    # from the published index or, for chunks not indexed yet, from the store.
+    system = MemorySystem(make_settings(tmp_path, top_n=1), embedder=HashingEmbedder())
+    system.ingest(corpus, update_index=published)
+    assert (system.reader.current() is not None) == published
+    query = "faiss okapi ranks"  # dense prefers the FAISS note, BM25 the BM25 one
+    hits = system.query(query, top_k=5, record_access=False).hits
+    ranks = [(h.stage_scores["dense_rank"], h.stage_scores["sparse_rank"]) for h in hits]
+    assert len(hits) == 2 and (1, None) in ranks and (None, 1) in ranks
+    qvec = system.embedder.embed_query(query)
+    ids, vecs = system.store.vectors_for([h.chunk_id for h in hits], system.embedder.model_id)
+    true_dense = dict(zip(ids.tolist(), (vecs @ qvec).tolist(), strict=True))
+    for h in hits:
+        assert h.stage_scores["dense"] == pytest.approx(true_dense[h.chunk_id], abs=1e-5)
+        assert h.stage_scores["sparse"] is not None
+    sparse_only = next(h for h in hits if h.stage_scores["dense_rank"] is None)
+    dense_only = next(h for h in hits if h.stage_scores["sparse_rank"] is None)
+    assert sparse_only.stage_scores["sparse"] > dense_only.stage_scores["sparse"]  # type: ignore[operator]
+    system.close()
+
+
 def test_fusion_setting_is_checked() -> None:
     assert Settings.from_env({}).fusion == "convex"
     assert Settings.from_env({"HYBRID_RAG_FUSION": "RRF"}).fusion == "rrf"

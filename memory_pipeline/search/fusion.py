@@ -6,7 +6,8 @@ Two fusions, picked by the ``fusion`` setting:
   candidates, then averaged (Bruch, Gai & Ingber, "An Analysis of Fusion Functions
   for Hybrid Retrieval", ACM TOIS 42(1), 2023). It keeps *how much* better a hit is,
   so a retriever that is sure of its first hit (a BM25 score far above the rest)
-  is not overruled by the other's weak preference.
+  is not overruled by the other's weak preference. The search pipeline first has
+  both retrievers score every candidate either one returned, so no score is guessed.
 * ``rrf``: Reciprocal Rank Fusion, ranks only; robust to any score scale, but a
   rank-1 hit far ahead of the field counts the same as one a hair ahead.
 

@@ -97,6 +97,10 @@ class _Run:
     timer: _Timer
     dense: Ranked = field(default_factory=list)
     sparse: Ranked = field(default_factory=list)
+    # Every candidate scored by both retrievers (convex fusion only); see _complete.
+    dense_all: Ranked = field(default_factory=list)
+    sparse_all: Ranked = field(default_factory=list)
+    unindexed_sparse: dict[int, float] = field(default_factory=dict)
     fused: Ranked = field(default_factory=list)
     pool: list[ChunkRecord] = field(default_factory=list)
     relevance: dict[int, float] = field(default_factory=dict)
@@ -182,13 +186,15 @@ class HybridSearcher:
         if n_extra:
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
+            run.unindexed_sparse = dict(extra_sparse)
         with run.timer.stage("fusion"):
             if p.fusion == "rrf":
                 run.fused = reciprocal_rank_fusion(
                     [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
                 )
             else:
-                run.fused = convex_combination([run.dense, run.sparse])
+                run.dense_all, run.sparse_all = self._complete(run)
+                run.fused = convex_combination([run.dense_all, run.sparse_all])
         run.stats.candidates = len(run.fused)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
@@ -234,7 +240,7 @@ class HybridSearcher:
                     run.relevance[cid] = (
                         1.0 / (p.rrf_k + p.top_n + rank)
                         if p.fusion == "rrf"
-                        else on_scale(score, run.dense) / 2  # the dense list's half
+                        else on_scale(score, run.dense_all) / 2  # the dense list's half
                     )
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
             run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
@@ -311,7 +317,8 @@ class HybridSearcher:
             run.pool = sorted((r for r in usable if r.id in order), key=lambda r: order[r.id])
 
     def _hits(self, run: _Run) -> list[SearchHit]:
-        dense_map, sparse_map = dict(run.dense), dict(run.sparse)
+        dense_map = dict(run.dense_all or run.dense)
+        sparse_map = dict(run.sparse_all or run.sparse)
         dense_rank = {cid: r for r, (cid, _) in enumerate(run.dense, 1)}
         sparse_rank = {cid: r for r, (cid, _) in enumerate(run.sparse, 1)}
         return [
@@ -341,6 +348,47 @@ class HybridSearcher:
         ]
 
     # ----------------------------------------------------------------- helpers
+    def _complete(self, run: _Run) -> tuple[Ranked, Ranked]:
+        """Both retrievers' scores for every candidate either of them returned.
+
+        A chunk in only one top-N list is scored by the other retriever too: its
+        inner product with the query (from its stored vector) and its BM25 score
+        (0 when it shares no term with the query). Normalising then compares real
+        scores instead of treating "not in the other top-N" as that list's worst.
+        """
+        in_dense = {cid for cid, _ in run.dense}
+        in_sparse = {cid for cid, _ in run.sparse}
+        dense, sparse = list(run.dense), list(run.sparse)
+        need_dense = sorted(in_sparse - in_dense)
+        if need_dense and run.version is not None:
+            # Exact inner products of just these ids from the published segments.
+            dense += search_segments(
+                run.version.segments,
+                run.qvec,
+                len(need_dense),
+                deleted=run.version.deleted,
+                allowed=np.asarray(need_dense, dtype=np.int64),
+            )
+        missing = sorted(set(need_dense) - {cid for cid, _ in dense})
+        if missing:  # not yet indexed, or outside the probed lists of an IVF segment
+            found, vecs = self.store.vectors_for(missing, self.embedder.model_id)
+            if len(found):
+                dense += zip(found.tolist(), (vecs @ run.qvec).tolist(), strict=True)
+        need_sparse = sorted(in_dense - in_sparse)
+        if need_sparse:
+            scored: dict[int, float] = {}
+            if run.version is not None and run.tokens:
+                scored = dict(
+                    run.version.sparse.search(run.tokens, len(need_sparse), allowed_ids=need_sparse)
+                )
+            sparse += [
+                (cid, scored.get(cid, run.unindexed_sparse.get(cid, 0.0))) for cid in need_sparse
+            ]
+        # Best first, so a list position is a rank (fusion breaks ties by best rank).
+        dense.sort(key=lambda p: (-p[1], p[0]))
+        sparse.sort(key=lambda p: (-p[1], p[0]))
+        return dense, sparse
+
     def _rerank_on(self, params: SearchParams) -> bool:
         return params.use_reranker and self.reranker is not None
 
