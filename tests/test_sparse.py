@@ -500,3 +500,19 @@ def test_quantize_length() -> None:
     ]
     assert FIELD_NORMS_TABLE[-1] == 2_013_265_944
     assert list(FIELD_NORMS_TABLE) == sorted(set(FIELD_NORMS_TABLE))
+
+
+def test_scores_for_equals_search_scores_of_the_same_ids(corpus_index: SparseIndex) -> None:
+    query = tokenize("BM25 インデックス search memory")
+    full = dict(corpus_index.search(query, len(CORPUS)))
+    ids = [3, 7, 18, 22, 25, 30]
+    got = dict(corpus_index.scores_for(query, ids))
+    # Exactly the ids that share a term with the query, with search()'s scores.
+    assert set(got) == {i for i in ids if i in full}
+    for i, score in got.items():
+        assert score == pytest.approx(full[i], rel=1e-6)
+    assert corpus_index.scores_for(query, []) == []
+    assert corpus_index.scores_for([], ids) == []
+    assert corpus_index.scores_for(query, [10_000]) == []  # not in the index
+    with pytest.raises(InvalidInputError):
+        corpus_index.scores_for(query, ["7"])  # type: ignore[list-item]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import faiss
@@ -84,6 +84,17 @@ class DenseSegment:
     ids: np.ndarray
     index: faiss.Index
     dim: int
+    _sorted_ids: np.ndarray | None = field(default=None, repr=False)
+
+    def holds(self, ids: np.ndarray) -> np.ndarray:
+        """Mask of ``ids`` that are in this segment (a binary search, not a scan)."""
+        if self._sorted_ids is None:
+            self._sorted_ids = np.sort(self.ids)
+        hay = self._sorted_ids
+        if not len(hay):
+            return np.zeros(len(ids), dtype=bool)
+        pos = np.minimum(np.searchsorted(hay, ids), len(hay) - 1)
+        return np.asarray(hay[pos] == ids)
 
     @classmethod
     def load(cls, directory: Path, name: str) -> DenseSegment:
@@ -121,6 +132,30 @@ class DenseSegment:
             query.reshape(1, -1).astype(np.float32), k, params=params
         )
         return [(int(i), float(s)) for i, s in zip(labels[0], scores[0], strict=True) if i >= 0]
+
+
+def scores_for_ids(
+    segments: Sequence[DenseSegment], query: np.ndarray, ids: np.ndarray, *, deleted: np.ndarray
+) -> tuple[list[tuple[int, float]], np.ndarray]:
+    """Exact inner products of the given ids, read from flat segments.
+
+    Returns ``(id, score)`` pairs and the ids no flat segment holds (not indexed,
+    deleted, or in an IVF segment, which keeps no id -> vector map).
+    """
+    want = np.setdiff1d(np.asarray(ids, dtype=np.int64), deleted)
+    out: list[tuple[int, float]] = []
+    q = query.astype(np.float32, copy=False)
+    for segment in segments:
+        if not len(want):
+            break
+        if not isinstance(segment.index, faiss.IndexIDMap2) or not len(segment.ids):
+            continue
+        held = want[segment.holds(want)]
+        if len(held):
+            vectors = segment.index.reconstruct_batch(held)
+            out.extend(zip(held.tolist(), (vectors @ q).tolist(), strict=True))
+            want = np.setdiff1d(want, held)
+    return out, want
 
 
 def make_selector(allowed: np.ndarray | None, deleted: np.ndarray) -> faiss.IDSelector | None:

@@ -527,6 +527,43 @@ class SparseIndex:
         out.sort(key=lambda x: (-x[1], x[0]))
         return out
 
+    def scores_for(
+        self, query_tokens: Sequence[str], ids: Sequence[int]
+    ) -> list[tuple[int, float]]:
+        """BM25 scores of the given indexed chunks, as :meth:`search` would give them.
+
+        For a few ids (the other retriever's candidates): the ids drive the query and
+        the terms only add their scores, so the cost follows the number of ids, not
+        the number of documents matching the terms. Ids without any query term (or
+        not in the index) are left out.
+        """
+        terms = _dedupe(query_tokens)
+        wanted = [i if type(i) is int else _check_id(i) for i in ids]
+        if not terms or not wanted:
+            return []
+        by_id = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, ID_FIELD, i))
+                for i in wanted
+            ]
+        )
+        query = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(by_id, 0.0)),
+                *((tantivy.Occur.Should, self._term_query(t)) for t in terms),
+            ]
+        )
+        searcher = self._searcher
+        hits = searcher.search(query, len(wanted), count=False).hits
+        if not hits:
+            return []
+        found = searcher.fast_field_values(ID_FIELD, [h[1] for h in hits])
+        return [
+            (int(i), float(h[0]))
+            for i, h in zip(found, hits, strict=True)
+            if i is not None and h[0] > 0
+        ]
+
     def _global_stats(self, terms: Sequence[str]) -> tuple[int, float]:
         """``(N, total tokens)`` exactly as tantivy's BM25 uses them for this snapshot.
 

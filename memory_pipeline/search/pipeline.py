@@ -17,7 +17,7 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError
-from memory_pipeline.index.dense import search_segments
+from memory_pipeline.index.dense import scores_for_ids, search_segments
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
@@ -187,13 +187,14 @@ class HybridSearcher:
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
             run.unindexed_sparse = dict(extra_sparse)
+        if p.fusion == "convex":
+            run.dense_all, run.sparse_all = self._complete(run)
         with run.timer.stage("fusion"):
             if p.fusion == "rrf":
                 run.fused = reciprocal_rank_fusion(
                     [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
                 )
             else:
-                run.dense_all, run.sparse_all = self._complete(run)
                 run.fused = convex_combination([run.dense_all, run.sparse_all])
         run.stats.candidates = len(run.fused)
         # Later stages re-order the pool; without them only top_k (plus a margin for
@@ -359,35 +360,33 @@ class HybridSearcher:
         in_dense = {cid for cid, _ in run.dense}
         in_sparse = {cid for cid, _ in run.sparse}
         dense, sparse = list(run.dense), list(run.sparse)
-        need_dense = sorted(in_sparse - in_dense)
-        if need_dense and run.version is not None:
-            # Exact inner products of just these ids from the published segments.
-            dense += search_segments(
-                run.version.segments,
-                run.qvec,
-                len(need_dense),
-                deleted=run.version.deleted,
-                allowed=np.asarray(need_dense, dtype=np.int64),
-            )
-        missing = sorted(set(need_dense) - {cid for cid, _ in dense})
-        if missing:  # not yet indexed, or outside the probed lists of an IVF segment
-            found, vecs = self.store.vectors_for(missing, self.embedder.model_id)
-            if len(found):
-                dense += zip(found.tolist(), (vecs @ run.qvec).tolist(), strict=True)
-        need_sparse = sorted(in_dense - in_sparse)
-        if need_sparse:
-            scored: dict[int, float] = {}
-            if run.version is not None and run.tokens:
-                scored = dict(
-                    run.version.sparse.search(run.tokens, len(need_sparse), allowed_ids=need_sparse)
+        with run.timer.stage("complete_dense"):
+            missing = np.asarray(sorted(in_sparse - in_dense), dtype=np.int64)
+            if len(missing) and run.version is not None:
+                # Exact inner products of just these ids from the published segments.
+                found, missing = scores_for_ids(
+                    run.version.segments, run.qvec, missing, deleted=run.version.deleted
                 )
-            sparse += [
-                (cid, scored.get(cid, run.unindexed_sparse.get(cid, 0.0))) for cid in need_sparse
-            ]
+                dense += found
+            if len(missing):  # not indexed yet, or in an IVF segment: from the store
+                ids, vecs = self.store.vectors_for(missing.tolist(), self.embedder.model_id)
+                if len(ids):
+                    dense += zip(ids.tolist(), (vecs @ run.qvec).tolist(), strict=True)
+        with run.timer.stage("complete_sparse"):
+            sparse += self._sparse_scores(run, sorted(in_dense - in_sparse))
         # Best first, so a list position is a rank (fusion breaks ties by best rank).
         dense.sort(key=lambda p: (-p[1], p[0]))
         sparse.sort(key=lambda p: (-p[1], p[0]))
         return dense, sparse
+
+    def _sparse_scores(self, run: _Run, ids: list[int]) -> Ranked:
+        """BM25 scores of the given chunks (0 for those sharing no term with the query)."""
+        if not ids:
+            return []
+        scored: dict[int, float] = {}
+        if run.version is not None:
+            scored = dict(run.version.sparse.scores_for(run.tokens, ids))
+        return [(cid, scored.get(cid, run.unindexed_sparse.get(cid, 0.0))) for cid in ids]
 
     def _rerank_on(self, params: SearchParams) -> bool:
         return params.use_reranker and self.reranker is not None
