@@ -79,6 +79,7 @@ def test_eval_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         "bm25",
         "dense",
         "hybrid",
+        "hybrid-rrf",
         "hybrid+memory",
         "hybrid+mmr",
     ]

@@ -93,8 +93,9 @@ def register(
         "--config",
         type=_configs,
         default=None,
-        help="variants, comma-separated: bm25,dense,hybrid,hybrid+rerank,hybrid+memory,"
-        "hybrid+mmr, or 'all' (default: all)",
+        help="variants, comma-separated: bm25,dense,hybrid,hybrid-rrf,hybrid+rerank,"
+        "hybrid+memory,hybrid+mmr, or 'all' (default: all); hybrid-rrf is hybrid with "
+        "reciprocal rank fusion instead of the configured fusion",
     )
     p.add_argument("--output-dir", type=Path, default=DEFAULT_REPORTS, help="report folder")
     p.add_argument("--compare", type=Path, help="an earlier JSON report to compare with")

@@ -95,14 +95,16 @@ def run_dense(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> lis
     return chunks.refs([cid for cid, _ in hits])
 
 
-def _hybrid(*, reranker: bool = False, memory: bool = False, mmr: bool = False) -> Runner:
+def _hybrid(
+    *, reranker: bool = False, memory: bool = False, mmr: bool = False, fusion: str | None = None
+) -> Runner:
     def run(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list[ChunkRef]:
         st = system.settings
         params = SearchParams(
             top_k=req.depth,
             # Each retriever must reach at least as deep as the list we score.
             top_n=max(st.top_n, req.depth),
-            fusion=st.fusion,
+            fusion=fusion or st.fusion,
             rrf_k=st.rrf_k,
             enable_mmr=mmr,
             use_reranker=reranker,
@@ -132,7 +134,8 @@ VARIANTS: dict[str, Variant] = {
     for v in (
         Variant("bm25", "BM25 only (published sparse index)", run_bm25),
         Variant("dense", "dense only (published FAISS segments)", run_dense),
-        Variant("hybrid", "dense ∪ BM25, RRF fusion", _hybrid()),
+        Variant("hybrid", "dense ∪ BM25, the configured fusion", _hybrid()),
+        Variant("hybrid-rrf", "dense ∪ BM25, reciprocal rank fusion", _hybrid(fusion="rrf")),
         Variant(
             "hybrid+rerank",
             "hybrid, then the configured cross-encoder",
