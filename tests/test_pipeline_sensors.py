@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job
 from memory_pipeline.pipeline.ingestion.sensors import (
@@ -184,3 +185,28 @@ def test_pending_index_sensor_leaves_queued_changes_to_a_running_ingest(
     assert isinstance(result, dg.SkipReason) and "will take the queued changes in" in (
         result.skip_message or ""
     )
+
+
+def test_pending_index_sensor_rebuilds_an_index_made_by_older_token_rules(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    sensor = build_pending_index_sensor(debounce_seconds=0)
+    memory: MemoryResource = build_definitions(corpus.env()).resources["memory"]  # type: ignore[assignment]
+    system = memory.system()
+    system.ingest_text("卵は春に産む。", "note")
+    system.update_index()
+    assert not tick(sensor, corpus, instance, None).run_requests  # type: ignore[union-attr]
+    # The published version as written before token rules were recorded.
+    current = read_current(Path(memory.index_path))
+    assert current is not None
+    manifest = current[1] / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["tokenizer"]
+    manifest.write_text(json.dumps(data))
+    result = tick(sensor, corpus, instance, None)
+    assert isinstance(result, dg.SensorResult)
+    [request] = result.run_requests or []
+    assert request.run_key == f"update-index-token-rules-{current[0].version}"
+    assert system.update_index().kind == "rebuild"  # what the requested run does
+    assert not tick(sensor, corpus, instance, None).run_requests  # type: ignore[union-attr]
+    system.close()

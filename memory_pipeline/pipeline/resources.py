@@ -38,6 +38,8 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     max_chunk_size: int = 256
     chunk_overlap: int = 32
     max_file_bytes: int = 20 * 1024 * 1024
+    top_n: int = 50
+    fusion: str = "convex"
 
     _system: MemorySystem | None = PrivateAttr(default=None)
     _store: Store | None = PrivateAttr(default=None)
@@ -56,6 +58,8 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             max_chunk_size=settings.max_chunk_size,
             chunk_overlap=settings.chunk_overlap,
             max_file_bytes=settings.max_file_bytes,
+            top_n=settings.top_n,
+            fusion=settings.fusion,
         )
 
     def settings(self) -> Settings:
@@ -71,6 +75,8 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             max_chunk_size=self.max_chunk_size,
             chunk_overlap=self.chunk_overlap,
             max_file_bytes=self.max_file_bytes,
+            top_n=self.top_n,
+            fusion=self.fusion,
         )
 
     def _embedder(self) -> Embedder | None:

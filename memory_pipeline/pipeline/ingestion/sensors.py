@@ -11,16 +11,21 @@ the work happens in the runs they request.
 * ``pending_index_sensor`` watches the store's queue of index changes (chunks
   written by the MCP ``ingest`` tool, deletions, …) and requests ``update_index``
   once the queue has been still for ``debounce_seconds``: a burst of ingests makes
-  one run.
+  one run. With nothing queued it still requests one run when the published BM25
+  index was built by other token rules than this version's (it rebuilds the index).
 """
 
 import hashlib
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import dagster as dg
 
+from memory_pipeline.errors import IndexError_
+from memory_pipeline.index.tokenizer import TOKENIZER_ID
+from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job, update_index_job
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.sources.status import scan
@@ -105,6 +110,17 @@ def source_files_sensor(
     return dg.SensorResult(run_requests=[request], cursor=json.dumps({"files": now}))
 
 
+def _stale_token_rules(index_root: Path) -> int | None:
+    """The published version when its BM25 terms were made by other token rules."""
+    try:
+        current = read_current(index_root)
+    except IndexError_:
+        return None  # unreadable: the health check reports it; nothing to do here
+    if current is None or current[0].tokenizer == TOKENIZER_ID:
+        return None
+    return current[0].version
+
+
 def build_pending_index_sensor(
     debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
 ) -> dg.SensorDefinition:
@@ -124,6 +140,19 @@ def build_pending_index_sensor(
         store = memory.store()
         last_seq = store.last_change()
         if not last_seq:
+            stale = _stale_token_rules(Path(memory.index_path))
+            if stale is not None and not active_runs(context.instance, [update_index_job.name]):
+                # Nothing queued, but the BM25 index was built by other token rules:
+                # one update rebuilds it (no re-embedding).
+                return dg.SensorResult(
+                    run_requests=[
+                        dg.RunRequest(
+                            run_key=f"update-index-token-rules-{stale}",
+                            tags={"memory_pipeline/reason": "token rules changed"},
+                        )
+                    ],
+                    cursor=json.dumps({}),
+                )
             return dg.SensorResult(
                 skip_reason="the published index holds every chunk", cursor=json.dumps({})
             )
