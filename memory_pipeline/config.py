@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.search.fusion import DEFAULT_FUSION, FUSIONS
 from memory_pipeline.store.engine import sqlite_url
 
 DEFAULT_MODEL = "multilingual-e5-small"
@@ -32,7 +33,7 @@ class Settings:
     max_chunk_size: int = 256
     chunk_overlap: int = 32
     top_n: int = 50
-    fusion: str = "convex"  # or "rrf"; see memory_pipeline/search/fusion.py
+    fusion: str = DEFAULT_FUSION  # one of FUSIONS; see memory_pipeline/search/fusion.py
     rrf_k: int = 60
     max_file_bytes: int = 20 * 1024 * 1024
     ivf_threshold: int = 200_000
@@ -73,9 +74,10 @@ class Settings:
             values["reranker"] = env["HYBRID_RAG_RERANKER_MODEL"]
         if env.get("HYBRID_RAG_FUSION"):
             fusion = env["HYBRID_RAG_FUSION"].strip().lower()
-            if fusion not in ("convex", "rrf"):
+            if fusion not in FUSIONS:
                 raise InvalidInputError(
-                    f"HYBRID_RAG_FUSION must be 'convex' or 'rrf', got {env['HYBRID_RAG_FUSION']!r}"
+                    f"HYBRID_RAG_FUSION must be {' or '.join(map(repr, FUSIONS))}, "
+                    f"got {env['HYBRID_RAG_FUSION']!r}"
                 )
             values["fusion"] = fusion
         for key, name in (

@@ -13,6 +13,7 @@ from pydantic import PrivateAttr
 
 from memory_pipeline.config import DEFAULT_MODEL, Settings, default_cache_dir
 from memory_pipeline.embedding.base import Embedder, HashingEmbedder
+from memory_pipeline.search.fusion import DEFAULT_FUSION
 from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
@@ -39,7 +40,7 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     chunk_overlap: int = 32
     max_file_bytes: int = 20 * 1024 * 1024
     top_n: int = 50
-    fusion: str = "convex"
+    fusion: str = DEFAULT_FUSION
 
     _system: MemorySystem | None = PrivateAttr(default=None)
     _store: Store | None = PrivateAttr(default=None)

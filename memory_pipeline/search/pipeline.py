@@ -187,14 +187,14 @@ class HybridSearcher:
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
             run.unindexed_sparse = dict(extra_sparse)
-        if p.fusion == "convex":
-            run.dense_all, run.sparse_all = self._complete(run)
-        with run.timer.stage("fusion"):
-            if p.fusion == "rrf":
+        if p.fusion == "rrf":
+            with run.timer.stage("fusion"):
                 run.fused = reciprocal_rank_fusion(
                     [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
                 )
-            else:
+        else:
+            run.dense_all, run.sparse_all = self._complete(run)
+            with run.timer.stage("fusion"):
                 run.fused = convex_combination([run.dense_all, run.sparse_all])
         run.stats.candidates = len(run.fused)
         # Later stages re-order the pool; without them only top_k (plus a margin for
