@@ -57,7 +57,7 @@ class IndexWriter:
                     f"the published index holds vectors of {manifest.model_id!r}, the embedder is "
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
-            if manifest.tokenizer != TOKENIZER_ID:
+            if manifest.stale_tokens:
                 # Its BM25 terms were made by other rules; queries would miss them.
                 return self._rebuild_locked(started)
             v.clean_stale(self.root, manifest.version)

@@ -31,6 +31,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from memory_pipeline.errors import IndexBusyError, IndexError_
+from memory_pipeline.index.tokenizer import TOKENIZER_ID
 
 CURRENT = "CURRENT"
 LOCK = ".writer.lock"
@@ -63,6 +64,11 @@ class Manifest:
     # The BM25 token rules the sparse index was built with (versions written before
     # the field existed used CJK bigrams only).
     tokenizer: str = "mp-cjk-bigram-v1"
+
+    @property
+    def stale_tokens(self) -> bool:
+        """Its BM25 terms were made by other token rules than queries now use."""
+        return self.tokenizer != TOKENIZER_ID
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -314,7 +314,7 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
     only_sparse = np.setdiff1d(sparse_ids, dense_ids)
     disagree = np.union1d(only_dense, only_sparse)
     stale: list[HealthFinding] = []
-    if ctx.version.manifest.tokenizer != TOKENIZER_ID:
+    if ctx.version.manifest.stale_tokens:
         stale.append(
             HealthFinding(
                 "tokenizer",

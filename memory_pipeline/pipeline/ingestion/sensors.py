@@ -24,7 +24,6 @@ from pathlib import Path
 import dagster as dg
 
 from memory_pipeline.errors import IndexError_
-from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job, update_index_job
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
@@ -116,7 +115,7 @@ def _stale_token_rules(index_root: Path) -> int | None:
         current = read_current(index_root)
     except IndexError_:
         return None  # unreadable: the health check reports it; nothing to do here
-    if current is None or current[0].tokenizer == TOKENIZER_ID:
+    if current is None or not current[0].stale_tokens:
         return None
     return current[0].version
 
