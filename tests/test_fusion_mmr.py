@@ -180,9 +180,9 @@ def test_convex_combination_rejects_bad_weights(weights: list[float], match: str
 
 def test_on_scale_places_an_outside_score_on_the_lists_scale() -> None:
     scored = [(1, 0.9), (2, 0.7)]
-    assert on_scale(0.8, scored) == pytest.approx(0.5)
-    assert on_scale(0.6, scored) == pytest.approx(-0.5)  # below the worst: negative, still ordered
-    assert on_scale(0.5, []) == 0.0
+    assert on_scale([0.8], scored) == [pytest.approx(0.5)]
+    assert on_scale([0.6], scored) == [pytest.approx(-0.5)]  # below the worst: negative, ordered
+    assert on_scale([0.5], []) == [0.0]
 
 
 # ---------------------------------------------------------------- MMR

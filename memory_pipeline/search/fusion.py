@@ -19,7 +19,7 @@ beats RRF on JaQuAD (Japanese) and matches it on SciFact (English); see
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from memory_pipeline.errors import InvalidInputError
 
@@ -110,9 +110,15 @@ def min_max(scored: Sequence[tuple[int, float]]) -> dict[int, float]:
         first.setdefault(int(raw_id), float(value))
     if not first:
         return {}
-    lo, hi = min(first.values()), max(first.values())
-    span = hi - lo
+    lo, span = _scale(first.values())
     return {i: (v - lo) / span if span > 0 else 1.0 for i, v in first.items()}
+
+
+def _scale(values: Iterable[float]) -> tuple[float, float]:
+    """A list's lowest score and its spread (highest − lowest)."""
+    listed = list(values)
+    lo = min(listed)
+    return lo, max(listed) - lo
 
 
 def convex_combination(
@@ -154,16 +160,13 @@ def convex_combination(
     return sorted(scores.items(), key=lambda item: (-item[1], best_rank[item[0]], item[0]))
 
 
-def on_scale(score: float, scored: Sequence[tuple[int, float]]) -> float:
-    """``score`` on the min-max scale of a list that does not hold it.
+def on_scale(scores: Sequence[float], scored: Sequence[tuple[int, float]]) -> list[float]:
+    """``scores`` of items a list does not hold, placed on that list's min-max scale.
 
     Not clipped: an item scoring below the list's worst gets a negative value, so
     items added from outside a list stay ordered by their own scores.
     """
     if not scored:
-        return 0.0
-    values = [float(s) for _, s in scored]
-    lo, hi = min(values), max(values)
-    if hi <= lo:
-        return float(score) - lo
-    return (float(score) - lo) / (hi - lo)
+        return [0.0] * len(scores)
+    lo, span = _scale(float(s) for _, s in scored)
+    return [(float(x) - lo) / span if span > 0 else float(x) - lo for x in scores]

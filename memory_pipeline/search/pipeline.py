@@ -235,13 +235,13 @@ class HybridSearcher:
             have = {r.id for r in run.pool}
             new = [(cid, rank, s) for rank, (cid, s) in enumerate(best, 1) if cid not in have]
             records = self.store.get_chunks([cid for cid, _, _ in new])
-            for cid, rank, score in new:
+            # Convex: the dense list is one of two equally weighted halves of the score.
+            placed = on_scale([s for _, _, s in new], run.dense_all)
+            for (cid, rank, _), dense_part in zip(new, placed, strict=True):
                 if cid in records:
                     run.pool.append(records[cid])
                     run.relevance[cid] = (
-                        1.0 / (p.rrf_k + p.top_n + rank)
-                        if p.fusion == "rrf"
-                        else on_scale(score, run.dense_all) / 2  # the dense list's half
+                        1.0 / (p.rrf_k + p.top_n + rank) if p.fusion == "rrf" else dense_part / 2
                     )
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
             run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
