@@ -19,7 +19,7 @@ from memory_pipeline.pipeline.ingestion.assets import (
 )
 from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
-from tests.test_pipeline_support import Corpus, make_corpus
+from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
 
 ALL = [
     source_files,
@@ -79,15 +79,7 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
     result = materialize(corpus)
     assert result.success
     keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert keys == {
-        "source_files",
-        "documents",
-        "chunks",
-        "embeddings",
-        "search_index",
-        "forgetting_candidates",
-        "retrieval_eval",
-    }
+    assert keys == ASSET_KEYS
 
     files = meta(result, "source_files")
     assert files["mode"] == "full" and files["files_under_roots"] == 5

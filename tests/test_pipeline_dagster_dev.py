@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from memory_pipeline.pipeline.instance import write_instance
-from tests.test_pipeline_support import Corpus, make_corpus
+from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -154,15 +154,7 @@ def test_dagster_dev_serves_the_pipeline_and_runs_the_ingest_job(
     server: Server, corpus: Corpus
 ) -> None:
     nodes = server.graphql(ASSETS)["assetNodes"]
-    assert {"/".join(n["assetKey"]["path"]) for n in nodes} == {
-        "source_files",
-        "documents",
-        "chunks",
-        "embeddings",
-        "search_index",
-        "forgetting_candidates",
-        "retrieval_eval",
-    }
+    assert {"/".join(n["assetKey"]["path"]) for n in nodes} == ASSET_KEYS
     checks = {c["name"] for n in nodes for c in n["assetChecksOrError"]["checks"]}
     assert checks == {
         "sources_parse",

@@ -14,7 +14,7 @@ import yaml
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.instance import instance_config, write_instance
-from tests.test_pipeline_support import make_corpus
+from tests.test_pipeline_support import ASSET_KEYS, make_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,15 +29,7 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule(
 ) -> None:
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
-    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
-        "source_files",
-        "documents",
-        "chunks",
-        "embeddings",
-        "search_index",
-        "forgetting_candidates",
-        "retrieval_eval",
-    }
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == ASSET_KEYS
     assert {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys} == {
         ("documents", "sources_parse"),
         ("chunks", "tagging_coverage"),

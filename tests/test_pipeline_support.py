@@ -16,6 +16,16 @@ import yaml
 from memory_pipeline.system import doc_id_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "conversations"
+#: Every asset the definitions declare.
+ASSET_KEYS = {
+    "source_files",
+    "documents",
+    "chunks",
+    "embeddings",
+    "search_index",
+    "forgetting_candidates",
+    "retrieval_eval",
+}
 
 NOTES = {
     "fusion.md": "---\ntitle: Fusion\ntags: [ranking]\n---\n\n# Fusion\n\nReciprocal rank "
