@@ -100,6 +100,8 @@ class _Run:
     # Every candidate scored by both retrievers (convex fusion only); see _complete.
     dense_all: Ranked = field(default_factory=list)
     sparse_all: Ranked = field(default_factory=list)
+    # Scores of every queued (not yet indexed) chunk, before the top-N cut.
+    unindexed_dense: dict[int, float] = field(default_factory=dict)
     unindexed_sparse: dict[int, float] = field(default_factory=dict)
     fused: Ranked = field(default_factory=list)
     pool: list[ChunkRecord] = field(default_factory=list)
@@ -186,6 +188,7 @@ class HybridSearcher:
         if n_extra:
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
+            run.unindexed_dense = dict(extra_dense)
             run.unindexed_sparse = dict(extra_sparse)
         if p.fusion == "rrf":
             with run.timer.stage("fusion"):
@@ -368,7 +371,10 @@ class HybridSearcher:
                     run.version.segments, run.qvec, missing, deleted=run.version.deleted
                 )
                 dense += found
-            if len(missing):  # not indexed yet, or in an IVF segment: from the store
+            queued = [cid for cid in missing.tolist() if cid in run.unindexed_dense]
+            dense += [(cid, run.unindexed_dense[cid]) for cid in queued]  # scored already
+            missing = np.setdiff1d(missing, queued)
+            if len(missing):  # in an IVF segment: from the store
                 ids, vecs = self.store.vectors_for(missing.tolist(), self.embedder.model_id)
                 if len(ids):
                     dense += zip(ids.tolist(), (vecs @ run.qvec).tolist(), strict=True)
