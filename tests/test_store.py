@@ -80,11 +80,11 @@ def test_delete_cascades_and_ids_are_never_reused(db_url: str) -> None:
     store = Store(db_url)
     ids = store.add_document(doc("d1"), chunks("a", "b"), vecs(2), "m", ["x"])
     assert store.delete_document("d1") == 2
-    last, adds, dels = store.pending_changes()
-    assert adds.tolist() == ids and dels.tolist() == ids  # the index writer will see both
+    queue = store.pending_changes()
+    assert queue.adds.tolist() == ids and queue.deletes.tolist() == ids  # the writer sees both
     assert store.pending_adds() == []  # a deleted chunk is never "waiting to be indexed"
-    store.clear_changes(last)
-    assert store.pending_changes()[0] == 0
+    store.clear_changes(queue.seqs)
+    assert not store.pending_changes()
     assert store.get_chunks(ids) == {}
     assert store.find_by_tag("x") == []
     assert store.vectors_for(ids, "m")[0].size == 0
@@ -118,7 +118,7 @@ def test_filters_tags_and_access(db_url: str) -> None:
     window = SearchFilters(source_date_from=dt.date(2025, 1, 1), source_date_to=dt.date(2026, 6, 1))
     assert store.filter_ids(window).tolist() == b
     assert [c.id for c in store.find_by_tag("x")] == b
-    assert store.pending_changes()[1].tolist() == a + b
+    assert store.pending_changes().adds.tolist() == a + b
 
     rec = store.set_chunk_tags("p", 1, importance=0.9, knowledge_type="paper", tags=["new"])
     assert (rec.importance, rec.knowledge_type, rec.tags) == (0.9, "paper", ("new",))

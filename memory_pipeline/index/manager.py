@@ -21,6 +21,7 @@ from memory_pipeline.index.reader import load_deleted
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.store import Store
+from memory_pipeline.store.store import Reads
 from memory_pipeline.types import IndexUpdateResult
 
 log = logging.getLogger(__name__)
@@ -61,69 +62,76 @@ class IndexWriter:
                 # Its BM25 terms were made by other rules; queries would miss them.
                 return self._rebuild_locked(started)
             v.clean_stale(self.root, manifest.version)
-            last_seq, queued_adds, queued_dels = self.store.pending_changes()
-            if not last_seq:
-                return _noop(manifest, started)
-            seg_ids = {
-                s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments
-            }
-            held = np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
-            deleted = load_deleted(vdir)
-            live_adds = np.asarray(sorted(self.store.live_ids(queued_adds)), dtype=np.int64)
-            # A queued add may already be held (a crash after publishing, a rebuild that
-            # raced the queue): never index an id twice.
-            added = live_adds[~np.isin(live_adds, held)]
-            removed = queued_dels[np.isin(queued_dels, held) & ~np.isin(queued_dels, deleted)]
-            if np.isin(live_adds, deleted).any():
-                # An id coming back after deletion would resurrect its old copy; rebuild instead.
-                return self._rebuild_locked(started)
-            if not len(added) and not len(removed):
-                self.store.clear_changes(last_seq)
-                return _noop(manifest, started)
+            # Every read of the store below sees one instant: a chunk deleted meanwhile is
+            # either wholly in this version (and its queued delete drops it next time) or
+            # wholly absent, never a dense entry without its text.
+            with self.store.snapshot() as reads:
+                return self._update_locked(reads, manifest, vdir, started)
 
-            version = manifest.version + 1
-            tmp = v.new_temp_dir(self.root, version)
-            dense_dir = tmp / "dense"
-            v.link_tree(vdir / "dense", dense_dir)
-            segments = list(manifest.segments)
-            deleted = np.union1d(deleted, removed)
+    def _update_locked(
+        self, reads: Reads, manifest: v.Manifest, vdir: Path, started: float
+    ) -> IndexUpdateResult:
+        queue = reads.pending_changes()
+        if not queue:
+            return _noop(manifest, started)
+        seg_ids = {s.name: np.load(vdir / "dense" / f"{s.name}.ids.npy") for s in manifest.segments}
+        held = np.concatenate(list(seg_ids.values())) if seg_ids else np.zeros(0, np.int64)
+        deleted = load_deleted(vdir)
+        live_adds = np.asarray(sorted(reads.live_ids(queue.adds)), dtype=np.int64)
+        # A queued add may already be held (a crash after publishing, a rebuild that
+        # raced the queue): never index an id twice.
+        added = live_adds[~np.isin(live_adds, held)]
+        removed = queue.deletes[np.isin(queue.deletes, held) & ~np.isin(queue.deletes, deleted)]
+        if np.isin(live_adds, deleted).any():
+            # An id coming back after deletion would resurrect its old copy; rebuild instead.
+            return self._rebuild_from(reads, started)
+        if not len(added) and not len(removed):
+            self.store.clear_changes(queue.seqs)
+            return _noop(manifest, started)
 
-            add_ids, add_vecs = self._vectors(added)
-            dim = manifest.dim or (int(add_vecs.shape[1]) if add_vecs.size else 0)
-            if len(add_ids):
-                name = f"seg{version:06d}"
-                write_segment(dense_dir, name, add_ids, add_vecs, ivf_threshold=self.ivf_threshold)
-                segments.append(v.SegmentInfo(name, len(add_ids)))
-                seg_ids[name] = add_ids
+        version = manifest.version + 1
+        tmp = v.new_temp_dir(self.root, version)
+        dense_dir = tmp / "dense"
+        v.link_tree(vdir / "dense", dense_dir)
+        segments = list(manifest.segments)
+        deleted = np.union1d(deleted, removed)
 
-            segments, deleted = self._maybe_merge(dense_dir, version, segments, seg_ids, deleted)
-            np.save(tmp / "deleted.npy", deleted)
+        add_ids, add_vecs = self._vectors(reads, added)
+        dim = manifest.dim or (int(add_vecs.shape[1]) if add_vecs.size else 0)
+        if len(add_ids):
+            name = f"seg{version:06d}"
+            write_segment(dense_dir, name, add_ids, add_vecs, ivf_threshold=self.ivf_threshold)
+            segments.append(v.SegmentInfo(name, len(add_ids)))
+            seg_ids[name] = add_ids
 
-            SparseIndex.clone(vdir / "sparse", tmp / "sparse")
-            sparse = SparseIndex.open(tmp / "sparse", writable=True)
-            sparse.delete(int(i) for i in removed)
-            sparse.add(self._tokens(add_ids))
-            sparse.commit()
+        segments, deleted = self._maybe_merge(dense_dir, version, segments, seg_ids, deleted)
+        np.save(tmp / "deleted.npy", deleted)
 
-            n_dense = sum(s.count for s in segments) - len(deleted)
-            new = v.Manifest(
-                version=version,
-                model_id=self.model_id,
-                dim=dim,
-                segments=segments,
-                n_dense=n_dense,
-                n_sparse=sparse.num_docs,
-                n_deleted=len(deleted),
-                watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
-                created_at=v.now_iso(),
-                kind="update",
-                parent=manifest.version,
-                tokenizer=TOKENIZER_ID,
-            )
-            sparse.close()
-            v.publish(self.root, tmp, new)
-            self.store.clear_changes(last_seq)
-            return self._finish(new, len(add_ids), len(removed), started)
+        SparseIndex.clone(vdir / "sparse", tmp / "sparse")
+        sparse = SparseIndex.open(tmp / "sparse", writable=True)
+        sparse.delete(int(i) for i in removed)
+        sparse.add(self._tokens(reads, add_ids))
+        sparse.commit()
+
+        n_dense = sum(s.count for s in segments) - len(deleted)
+        new = v.Manifest(
+            version=version,
+            model_id=self.model_id,
+            dim=dim,
+            segments=segments,
+            n_dense=n_dense,
+            n_sparse=sparse.num_docs,
+            n_deleted=len(deleted),
+            watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
+            created_at=v.now_iso(),
+            kind="update",
+            parent=manifest.version,
+            tokenizer=TOKENIZER_ID,
+        )
+        sparse.close()
+        v.publish(self.root, tmp, new)
+        self.store.clear_changes(queue.seqs)
+        return self._finish(new, len(add_ids), len(removed), started)
 
     def rebuild(self) -> IndexUpdateResult:
         """A fresh version from every stored vector and chunk text; no re-embedding."""
@@ -133,16 +141,20 @@ class IndexWriter:
 
     # ----------------------------------------------------------------- helpers
     def _rebuild_locked(self, started: float) -> IndexUpdateResult:
+        with self.store.snapshot() as reads:
+            return self._rebuild_from(reads, started)
+
+    def _rebuild_from(self, reads: Reads, started: float) -> IndexUpdateResult:
+        """A fresh version of everything ``reads`` sees (one snapshot of the store)."""
         current = v.read_current(self.root)
         parent = current[0].version if current else None
         v.clean_stale(self.root, parent)
         version = (parent or 0) + 1
         tmp = v.new_temp_dir(self.root, version)
         (tmp / "dense").mkdir()
-        # Changes queued before this snapshot are covered by it; later ones stay queued.
-        last_seq = self.store.last_change()
-        live = self.store.all_ids()
-        ids, vecs = self._vectors(live)
+        # Changes queued in this snapshot are covered by it; later ones stay queued.
+        seqs = reads.change_seqs()
+        ids, vecs = self._vectors(reads, reads.all_ids())
         dim = int(vecs.shape[1]) if vecs.size else 0
         segments = []
         if len(ids):
@@ -152,7 +164,7 @@ class IndexWriter:
         np.save(tmp / "deleted.npy", np.zeros(0, dtype=np.int64))
         sparse = SparseIndex.create(tmp / "sparse")
         for start in range(0, len(ids), _CONTENT_BATCH):
-            sparse.add(self._tokens(ids[start : start + _CONTENT_BATCH]))
+            sparse.add(self._tokens(reads, ids[start : start + _CONTENT_BATCH]))
         sparse.commit()
         manifest = v.Manifest(
             version=version,
@@ -170,7 +182,7 @@ class IndexWriter:
         )
         sparse.close()
         v.publish(self.root, tmp, manifest)
-        self.store.clear_changes(last_seq)
+        self.store.clear_changes(seqs)
         return self._finish(manifest, len(ids), 0, started)
 
     def _finish(
@@ -197,10 +209,11 @@ class IndexWriter:
             time.perf_counter() - started,
         )
 
-    def _vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _vectors(self, reads: Reads, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of live chunks; in one snapshot, a live chunk without one is another model's."""
         if not len(ids):
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        found, vecs = self.store.vectors_for(ids.tolist(), self.model_id)
+        found, vecs = reads.vectors_for(ids.tolist(), self.model_id)
         if len(found) < len(ids):
             missing = np.setdiff1d(ids, found)
             raise ModelMismatchError(
@@ -211,8 +224,8 @@ class IndexWriter:
         order = np.argsort(found)
         return found[order], vecs[order]
 
-    def _tokens(self, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
-        contents = self.store.contents([int(i) for i in ids])
+    def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
+        contents = reads.contents([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
 
     def _maybe_merge(

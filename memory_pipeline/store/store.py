@@ -6,6 +6,7 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,16 @@ class Store:
         with self.read() as s:
             row = s.get(Document, doc_id)
             return _doc_info(row) if row else None
+
+    def document_labels(self, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """doc_id -> (title, source) for the given documents (those that exist)."""
+        wanted = list(dict.fromkeys(doc_ids))
+        out: dict[str, tuple[str, str]] = {}
+        with self.conn() as c:
+            for batch in _batched(wanted):
+                rows = c.execute(_LABELS_BY_DOC, {"ids": list(batch)})
+                out.update((d, (t, src)) for d, t, src in rows)
+        return out
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]:
         with self.read() as s:
@@ -217,37 +228,37 @@ class Store:
             return [_chunk_record(r, tags.get(r.id, ())) for r in rows]
 
     def contents(self, ids: Sequence[int]) -> dict[int, str]:
-        out: dict[int, str] = {}
         with self.conn() as c:
-            for batch in _batched(list(ids)):
-                rows = c.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch)))
-                out.update((int(cid), text) for cid, text in rows)
-        return out
+            return Reads(c).contents(ids)
 
     def live_ids(self, ids: Iterable[int]) -> set[int]:
-        id_list = list({int(i) for i in ids})
-        live: set[int] = set()
         with self.conn() as c:
-            for batch in _batched(id_list):
-                live.update(c.execute(sa.select(Chunk.id).where(Chunk.id.in_(batch))).scalars())
-        return live
+            return Reads(c).live_ids(ids)
 
     def all_ids(self) -> np.ndarray:
         with self.conn() as c:
-            ids = c.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
-        return np.asarray(ids, dtype=np.int64)
+            return Reads(c).all_ids()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Reads]:
+        """Reads that all see the database as it was at one instant.
+
+        The index writer reads queued changes, live ids, vectors and texts in
+        several statements; a writer committing between two of them (a delete, an
+        ingest) must not make those reads disagree. SQLite in WAL mode keeps one
+        snapshot for a whole read transaction; PostgreSQL needs REPEATABLE READ.
+        """
+        with self.engine.connect() as conn:
+            if self.backend == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield Reads(conn)
 
     # ------------------------------------------------------------ index changes
-    def pending_changes(self) -> tuple[int, np.ndarray, np.ndarray]:
-        """(last seq, ids added, ids deleted) not yet taken in by the index."""
+    def pending_changes(self) -> PendingChanges:
+        """The changes not yet taken in by the index."""
         with self.conn() as c:
-            rows = c.execute(sa.select(IndexChange.seq, IndexChange.chunk_id, IndexChange.op)).all()
-        if not rows:
-            return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
-        last = max(int(r[0]) for r in rows)
-        adds = np.unique(np.asarray([r[1] for r in rows if r[2] == "add"], dtype=np.int64))
-        dels = np.unique(np.asarray([r[1] for r in rows if r[2] == "del"], dtype=np.int64))
-        return last, adds, dels
+            return Reads(c).pending_changes()
 
     def last_change(self) -> int:
         with self.conn() as c:
@@ -265,10 +276,18 @@ class Store:
             )
             return [int(i) for i in c.execute(stmt).scalars()]
 
-    def clear_changes(self, up_to_seq: int) -> None:
-        """Forget changes the published index has taken in (idempotent)."""
+    def clear_changes(self, seqs: Sequence[int] | np.ndarray) -> None:
+        """Forget the queued changes the published index has taken in (idempotent).
+
+        By their sequence numbers, not "everything up to the last one": on
+        PostgreSQL a transaction that drew a lower number may commit after the
+        index read the queue, and its change must stay queued.
+        """
+        if not len(seqs):
+            return
         with self.write() as s:
-            s.execute(sa.delete(IndexChange).where(IndexChange.seq <= up_to_seq))
+            for batch in _batched([int(q) for q in seqs]):
+                s.execute(sa.delete(IndexChange).where(IndexChange.seq.in_(batch)))
 
     def filter_ids(self, filters: SearchFilters) -> np.ndarray:
         """Ids of live chunks matching every filter (tags: all of them must be present)."""
@@ -337,18 +356,8 @@ class Store:
     # --------------------------------------------------------------- embeddings
     def vectors_for(self, ids: Sequence[int], model_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(ids found, float32 matrix) for the given chunks under one model id."""
-        found: list[int] = []
-        blobs: list[bytes] = []
         with self.conn() as c:
-            for batch in _batched(list(ids)):
-                for cid, blob in c.execute(
-                    sa.select(Embedding.chunk_id, Embedding.vector).where(
-                        Embedding.model_id == model_id, Embedding.chunk_id.in_(batch)
-                    )
-                ):
-                    found.append(int(cid))
-                    blobs.append(blob)
-        return np.asarray(found, dtype=np.int64), _stack(blobs)
+            return Reads(c).vectors_for(ids, model_id)
 
     def iter_vectors(
         self, model_id: str, batch_size: int = 20_000
@@ -430,6 +439,68 @@ class Store:
             )
 
 
+@dataclass(frozen=True)
+class PendingChanges:
+    """Queued index changes: their sequence numbers and the chunk ids added and deleted."""
+
+    seqs: np.ndarray
+    adds: np.ndarray
+    deletes: np.ndarray
+
+    def __bool__(self) -> bool:
+        return bool(len(self.seqs))
+
+
+class Reads:
+    """Reads over one connection; inside ``Store.snapshot`` they share one snapshot."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self.conn = conn
+
+    def pending_changes(self) -> PendingChanges:
+        rows = self.conn.execute(
+            sa.select(IndexChange.seq, IndexChange.chunk_id, IndexChange.op)
+        ).all()
+        seqs = np.asarray([r[0] for r in rows], dtype=np.int64)
+        adds = np.unique(np.asarray([r[1] for r in rows if r[2] == "add"], dtype=np.int64))
+        dels = np.unique(np.asarray([r[1] for r in rows if r[2] == "del"], dtype=np.int64))
+        return PendingChanges(seqs, adds, dels)
+
+    def change_seqs(self) -> np.ndarray:
+        seqs = self.conn.execute(sa.select(IndexChange.seq)).scalars().all()
+        return np.asarray(seqs, dtype=np.int64)
+
+    def live_ids(self, ids: Iterable[int]) -> set[int]:
+        live: set[int] = set()
+        for batch in _batched(list({int(i) for i in ids})):
+            live.update(self.conn.execute(sa.select(Chunk.id).where(Chunk.id.in_(batch))).scalars())
+        return live
+
+    def all_ids(self) -> np.ndarray:
+        ids = self.conn.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
+        return np.asarray(ids, dtype=np.int64)
+
+    def contents(self, ids: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for batch in _batched(list(ids)):
+            rows = self.conn.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch)))
+            out.update((int(cid), text) for cid, text in rows)
+        return out
+
+    def vectors_for(self, ids: Sequence[int], model_id: str) -> tuple[np.ndarray, np.ndarray]:
+        found: list[int] = []
+        blobs: list[bytes] = []
+        for batch in _batched(list(ids)):
+            for cid, blob in self.conn.execute(
+                sa.select(Embedding.chunk_id, Embedding.vector).where(
+                    Embedding.model_id == model_id, Embedding.chunk_id.in_(batch)
+                )
+            ):
+                found.append(int(cid))
+                blobs.append(blob)
+        return np.asarray(found, dtype=np.int64), _stack(blobs)
+
+
 def content_sha(text: str) -> str:
     import hashlib
 
@@ -474,6 +545,9 @@ def _delete_document(s: Session, doc_id: str) -> int | None:
 # Expanding bind parameters: one cached statement however many ids (hot search path).
 _CHUNKS_BY_ID = sa.select(Chunk.__table__).where(
     Chunk.__table__.c.id.in_(sa.bindparam("ids", expanding=True))
+)
+_LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source).where(
+    Document.doc_id.in_(sa.bindparam("ids", expanding=True))
 )
 _TAGS_BY_CHUNK = (
     sa.select(ChunkTag.chunk_id, ChunkTag.tag)
