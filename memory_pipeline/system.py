@@ -161,6 +161,9 @@ class MemorySystem:
             raise InvalidInputError(f"{loaded.source}: front matter — {exc}") from exc
         given = explicit.model_dump(exclude_unset=True)
         merged = {**from_file.model_dump(exclude_unset=True), **given}
+        # Given metadata wins field by field, but tags add up: a caller's tags (a batch
+        # label, a project) must not erase the ones the file carries.
+        merged["tags"] = list(dict.fromkeys([*from_file.tags, *explicit.tags]))
         is_file = not loaded.source.startswith("text:")
         day, rule = derive_source_date(
             explicit=explicit.source_date,

@@ -64,6 +64,9 @@ class SearchHit:
     source_date: dt.date | None
     score: float
     stage_scores: dict[str, float | int | None] = field(default_factory=dict)
+    # The document's title and where it came from (a file path, or ``text:<title>``).
+    title: str | None = None
+    source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

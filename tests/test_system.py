@@ -282,3 +282,26 @@ def test_front_matter_metadata(system: MemorySystem, tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.md", "---\nknowledge_type: blog\n---\n# x\n\ny")
     with pytest.raises(InvalidInputError, match="front matter"):
         system.ingest([bad])
+
+
+def test_hits_carry_their_documents_title_and_source(system: MemorySystem, tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "titled.md", "---\ntitle: Release rules\n---\n# Heading\n\nShip on Tuesdays."
+    )
+    system.ingest([path])
+    system.ingest_text("Rollbacks need a named owner.", "Rollback note")
+    by_text = {h.content: h for h in system.query("ship rollbacks owner tuesdays", top_k=5).hits}
+    file_hit = next(h for c, h in by_text.items() if "Tuesdays" in c)
+    note_hit = next(h for c, h in by_text.items() if "Rollbacks" in c)
+    assert (file_hit.title, file_hit.source) == ("Release rules", str(path.resolve()))
+    assert (note_hit.title, note_hit.source) == ("Rollback note", "text:Rollback note")
+
+
+def test_front_matter_tags_merge_with_given_tags(system: MemorySystem, tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "tagged.md", "---\ntags: [core, design]\n---\n# T\n\nKeep the store the truth."
+    )
+    system.ingest([path], {"tags": ["imported", "core"], "importance": 0.4})
+    hit = system.query("store truth", top_k=1).hits[0]
+    assert sorted(hit.tags) == ["core", "design", "imported"]
+    assert hit.importance == 0.4

@@ -156,7 +156,8 @@ class HybridSearcher:
         self._cross_encode(run)
         self._memory_axis(run)
         self._diversify(run)
-        hits = self._hits(run)
+        with timer.stage("labels"):
+            hits = self._hits(run)
         if params.record_access and hits:
             with timer.stage("record_access"):
                 self.store.record_access([h.chunk_id for h in hits])
@@ -325,6 +326,8 @@ class HybridSearcher:
         sparse_map = dict(run.sparse_all or run.sparse)
         dense_rank = {cid: r for r, (cid, _) in enumerate(run.dense, 1)}
         sparse_rank = {cid: r for r, (cid, _) in enumerate(run.sparse, 1)}
+        shown = run.pool[: run.params.top_k]
+        labels = self.store.document_labels({r.doc_id for r in shown})
         return [
             SearchHit(
                 chunk_id=r.id,
@@ -347,8 +350,10 @@ class HybridSearcher:
                     "cross_encoder": None,
                     **run.extra.get(r.id, {}),
                 },
+                title=labels[r.doc_id][0] if r.doc_id in labels else None,
+                source=labels[r.doc_id][1] if r.doc_id in labels else None,
             )
-            for r in run.pool[: run.params.top_k]
+            for r in shown
         ]
 
     # ----------------------------------------------------------------- helpers
