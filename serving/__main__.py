@@ -19,7 +19,7 @@ from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder, HashingEmbedder
 from memory_pipeline.errors import MemoryError_
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
-from serving.paths import ROOTS_ENV_VAR, parse_roots
+from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
 
 log = logging.getLogger("serving")
 
@@ -35,7 +35,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="MCP server over the long-term memory (stdio unless --http).",
         epilog=f"Storage: HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / HYBRID_RAG_DATABASE_URL. "
         f"Files ingest may read: {ROOTS_ENV_VAR} ({os.pathsep}-separated; default: the "
-        "working directory).",
+        "working directory); files with several hard links only with "
+        f"{HARD_LINKS_ENV_VAR}=1.",
     )
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
@@ -104,7 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("store %s, index %s, ingest roots %s", settings.url, settings.index_path, roots)
     # Started once serving: by then the transport has diverted stdout away from the protocol.
     on_start = (lambda: start_background(system)) if policy is LoadPolicy.BACKGROUND else None
-    server = build_server(system, roots=roots, cwd=cwd, log_level=args.log_level, on_start=on_start)
+    server = build_server(
+        system,
+        roots=roots,
+        cwd=cwd,
+        log_level=args.log_level,
+        on_start=on_start,
+        allow_hard_links=os.environ.get(HARD_LINKS_ENV_VAR, "").strip() == "1",
+    )
     if args.http and args.host not in LOOPBACK:
         log.warning(
             "serving on %s without authentication: anyone who reaches it can read and "

@@ -105,10 +105,12 @@ def build_server(
     cwd: Path,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
     on_start: Callable[[], None] | None = None,
+    allow_hard_links: bool = False,
 ) -> MCPServer:
     """An ``MCPServer`` whose tools adapt ``system``; ``ingest`` reads only under ``roots``.
 
     ``on_start`` runs once the transport is up (stdio: after it took over stdout).
+    ``allow_hard_links`` lets ``ingest`` read files with several hard links (see ``paths``).
     """
 
     @asynccontextmanager
@@ -118,7 +120,7 @@ def build_server(
         yield {}
 
     read = ReadTools(system)
-    write = WriteTools(system, roots, cwd, WriteLock())
+    write = WriteTools(system, roots, cwd, WriteLock(), allow_hard_links=allow_hard_links)
     server: MCPServer = MCPServer(
         SERVER_NAME, instructions=INSTRUCTIONS, log_level=log_level, lifespan=lifespan
     )

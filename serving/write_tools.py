@@ -48,12 +48,19 @@ _UPDATE_INDEX = (
 
 class WriteTools:
     def __init__(
-        self, system: MemorySystem, roots: Sequence[Path], cwd: Path, lock: WriteLock
+        self,
+        system: MemorySystem,
+        roots: Sequence[Path],
+        cwd: Path,
+        lock: WriteLock,
+        *,
+        allow_hard_links: bool = False,
     ) -> None:
         self.system = system
         self.roots = tuple(roots)
         self.cwd = cwd
         self.lock = lock
+        self.allow_hard_links = allow_hard_links
 
     # ------------------------------------------------------------------ ingest
     def ingest(
@@ -74,7 +81,9 @@ class WriteTools:
         (knowledge_type, importance, tags, source_date, title) is read; explicit
         metadata wins.
         """
-        paths = resolve_all(file_paths, self.roots, self.cwd)
+        paths = resolve_all(
+            file_paths, self.roots, self.cwd, allow_hard_links=self.allow_hard_links
+        )
         with self.lock.held():
             results = self.system.ingest(paths, _metadata(metadata), update_index=False)
         return self._ingested(results, rebuild_index)

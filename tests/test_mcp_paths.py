@@ -133,3 +133,50 @@ async def test_server_refuses_escapes_and_changes_nothing(tmp_path: Path) -> Non
         assert done["results"][0]["status"] == "ingested"
         found = structured(await client.call_tool("hybrid_search", {"query": "never ingested"}))
         assert all("never ingested" not in c["content"] for c in found["chunks"])
+
+
+# ------------------------------------------------------------ hard links and loops
+def test_a_hard_link_is_refused_unless_allowed(tree: Path) -> None:
+    root = tree / "root"
+    os.link(tree / "outside" / "secret.md", root / "hard.md")
+    with pytest.raises(PathNotAllowedError, match="hard link") as info:
+        resolve_allowed("hard.md", [root.resolve()], root)
+    text = str(info.value)
+    assert "outside the allowed roots" in text and "copy" in text.lower()
+    assert "HYBRID_RAG_ALLOW_HARD_LINKS=1" in text
+    allowed = resolve_allowed("hard.md", [root.resolve()], root, allow_hard_links=True)
+    assert allowed == (root / "hard.md").resolve()
+    # A file with one name is not affected, nor is a folder (folders always have several).
+    assert resolve_allowed("note.md", [root.resolve()], root) == (root / "note.md").resolve()
+    assert resolve_allowed("sub", [root.resolve()], root) == (root / "sub").resolve()
+
+
+def test_a_symlink_loop_is_refused_with_a_reason(tree: Path) -> None:
+    root = tree / "root"
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    with pytest.raises(InvalidInputError, match="symlink loop") as info:
+        resolve_allowed("a", [root.resolve()], root)
+    assert "'a'" in str(info.value) and "remove" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_server_refuses_hard_links_and_loops(tmp_path: Path) -> None:
+    layout = StoreLayout(tmp_path / "store")
+    env = layout.env()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nnever ingested\n")
+    os.link(outside / "secret.md", layout.docs / "hard.md")
+    (layout.docs / "a").symlink_to(layout.docs / "b")
+    (layout.docs / "b").symlink_to(layout.docs / "a")
+    async with Client(stdio_params(env, layout.docs)) as client:
+        before = snapshot(layout)
+        hard = await client.call_tool("ingest", {"file_paths": ["hard.md"]})
+        assert hard.is_error and "hard link" in error_text(hard)
+        loop = await client.call_tool("ingest", {"file_paths": ["a"]})
+        assert loop.is_error and "symlink loop" in error_text(loop)
+        assert snapshot(layout) == before
+    async with Client(stdio_params({**env, "HYBRID_RAG_ALLOW_HARD_LINKS": "1"}, layout.docs)) as c:
+        done = structured(await c.call_tool("ingest", {"file_paths": ["hard.md"]}))
+        assert done["results"][0]["status"] == "ingested"
