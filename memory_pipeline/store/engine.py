@@ -26,9 +26,10 @@ def sqlite_url(path: Path) -> str:
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # WAL lets the serving process read while the pipeline writes; the busy
     # timeout turns brief writer contention into a wait instead of an error.
+    # The busy timeout first: switching a new file to WAL waits for a lock too.
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
@@ -75,14 +76,28 @@ def _alembic_config() -> Config:
     return cfg
 
 
+# Any fixed 64-bit number: the advisory lock that makes PostgreSQL migrations take turns.
+_PG_MIGRATION_LOCK = 0x6D656D6F72790001
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision (a no-op when it is current)."""
+    """Bring the schema to the newest revision (a no-op when it is current).
+
+    Safe when several processes open one new database at once: the migration
+    runs inside a transaction that first takes a lock (SQLite: ``BEGIN IMMEDIATE``,
+    PostgreSQL: an advisory lock), then reads the revision again, so the
+    processes that waited find the schema made and do nothing.
+    """
     cfg = _alembic_config()
     head = ScriptDirectory.from_config(cfg).get_current_head()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
     if current == head:
         return
-    with engine.begin() as conn:
+    with writer(engine).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+        if MigrationContext.configure(conn).get_current_revision() == head:
+            return
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
