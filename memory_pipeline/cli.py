@@ -70,6 +70,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if r.reused_vectors:
             line += f"  ({r.reused_vectors} vectors reused)"
         print(line if not r.message else f"{line}\n          {r.message}")
+    if args.no_index and system.index_due():
+        print(
+            "the index has not taken in these changes yet (they are searchable already); "
+            "run `memory-pipeline update-index`",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -103,6 +109,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             payload["stats"] = result.stats.__dict__
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return 0
+    if result.stats.unindexed_searched:
+        print(
+            f"note: {result.stats.unindexed_searched} chunks are not in the published index "
+            "yet (scored directly); run `memory-pipeline update-index`",
+            file=sys.stderr,
+        )
     if not result.hits:
         print("no results")
     for rank, hit in enumerate(result.hits, 1):

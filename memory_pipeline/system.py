@@ -130,7 +130,7 @@ class MemorySystem:
 
             steps = tqdm(prepared, desc="ingest", unit="doc")
         results = [self._store_document(p, progress=progress) for p in steps]
-        if update_index and any(r.status != "unchanged" for r in results):
+        if update_index and (any(r.status != "unchanged" for r in results) or self.index_due()):
             self.update_index()
         return results
 
@@ -144,7 +144,7 @@ class MemorySystem:
     ) -> IngestResult:
         meta = validate_metadata(metadata)
         result = self._store_document(self._prepare(load_text(text, title), meta))
-        if update_index and result.status != "unchanged":
+        if update_index and (result.status != "unchanged" or self.index_due()):
             self.update_index()
         return result
 
@@ -189,7 +189,6 @@ class MemorySystem:
                 reused_vectors=0,
                 message=f"identical content is already stored as {doc_id}; nothing to do",
             )
-        older = [d.doc_id for d in self.store.documents_by_source(loaded.source)]
         pieces = chunk_document(
             loaded.text,
             token_counter=self.embedder.count_tokens,
@@ -217,13 +216,15 @@ class MemorySystem:
             created_at=now,
         )
         try:
-            self.store.add_document(
-                info, chunks, vectors, self.embedder.model_id, meta.tags, replace=older
+            stored = self.store.store_document(
+                info, chunks, vectors, self.embedder.model_id, meta.tags
             )
         except IntegrityError:
-            # Another writer stored the same bytes between our check and our insert.
+            # PostgreSQL: another writer inserted the same bytes after our transaction began.
             if self.store.get_document(doc_id) is None:
                 raise
+            stored = None
+        if stored is None:
             return IngestResult(
                 source=loaded.source,
                 doc_id=doc_id,
@@ -233,6 +234,7 @@ class MemorySystem:
                 reused_vectors=0,
                 message=f"identical content was stored concurrently as {doc_id}; nothing to do",
             )
+        older = stored.replaced
         return IngestResult(
             source=loaded.source,
             doc_id=doc_id,
@@ -240,7 +242,7 @@ class MemorySystem:
             chunks=len(chunks),
             embedded=len(chunks) - reused,
             reused_vectors=reused,
-            replaced_doc_id=older[0] if older else None,
+            replaced_doc_id=older[-1] if older else None,
         )
 
     def _vectors_for(self, chunks: Sequence[NewChunk], *, progress: bool) -> tuple[np.ndarray, int]:
@@ -363,6 +365,15 @@ class MemorySystem:
 
     def rebuild_index(self) -> IndexUpdateResult:
         return self.writer.rebuild()
+
+    def index_due(self) -> bool:
+        """Changes are stored that the published index has not taken in yet.
+
+        Such chunks are searchable already (serving scores them directly); an
+        update makes that cheap again. True after an ingest whose index update was
+        skipped, failed or killed.
+        """
+        return self.store.last_change() > 0
 
     def backfill_source_date(self, *, apply: bool = False) -> list[tuple[str, str, str, str]]:
         """Fill ``source_date`` for documents without one, from their file name or mtime.

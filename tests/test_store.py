@@ -166,6 +166,18 @@ def test_replace_is_one_transaction(db_url: str) -> None:
     store.close()
 
 
+def test_store_document_replaces_every_version_of_its_source(db_url: str) -> None:
+    store = Store(db_url)
+    store.add_document(doc("v1", source="file.md"), chunks("one"), vecs(1), "m")
+    store.add_document(doc("v2", source="file.md"), chunks("two"), vecs(1), "m")  # a stray copy
+    stored = store.store_document(doc("v3", source="file.md"), chunks("three"), vecs(1), "m")
+    assert stored is not None and sorted(stored.replaced) == ["v1", "v2"]
+    assert [d.doc_id for d in store.documents_by_source("file.md")] == ["v3"]
+    assert store.store_document(doc("v3", source="file.md"), chunks("three"), vecs(1), "m") is None
+    assert store.counts() == {"documents": 1, "chunks": 1}
+    store.close()
+
+
 def test_sqlite_pragmas(tmp_path) -> None:  # type: ignore[no-untyped-def]
     store = Store(f"sqlite:///{tmp_path / 'x.db'}")
     with store.engine.connect() as conn:

@@ -305,3 +305,16 @@ def test_front_matter_tags_merge_with_given_tags(system: MemorySystem, tmp_path:
     hit = system.query("store truth", top_k=1).hits[0]
     assert sorted(hit.tags) == ["core", "design", "imported"]
     assert hit.importance == 0.4
+
+
+def test_ingest_again_after_a_lost_index_update_brings_the_index_up(
+    system: MemorySystem, corpus: list[Path]
+) -> None:
+    # As if the first ingest was killed after storing, before its index update.
+    system.ingest(corpus, update_index=False)
+    assert system.reader.current() is None
+    again = system.ingest(corpus)
+    assert {r.status for r in again} == {"unchanged"}
+    version = system.reader.current()
+    assert version is not None and version.manifest.n_dense == len(system.store.all_ids())
+    assert not system.store.pending_changes()

@@ -187,6 +187,10 @@ class HybridSearcher:
             )
         run.stats.unindexed_searched = n_extra
         if n_extra:
+            run.stats.notes.append(
+                f"{n_extra} chunks are not in the published index yet and were scored directly; "
+                "an index update (update-index / update_index) makes this cheap again"
+            )
             run.dense = _merge(run.dense, extra_dense, p.top_n)
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
             run.unindexed_dense = dict(extra_dense)

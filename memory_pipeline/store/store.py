@@ -127,67 +127,42 @@ class Store:
         ``replace`` names documents (an older version of the same source) that
         are deleted in the same transaction, so a reader never sees both or neither.
         """
-        if len(chunks) != len(vectors):
-            raise InvalidInputError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
+        vectors = _checked_vectors(chunks, vectors)
         with self.write() as s:
             for old in replace:
                 _delete_document(s, old)
-            s.add(
-                Document(
-                    doc_id=doc.doc_id,
-                    source=doc.source,
-                    title=doc.title,
-                    fmt=doc.fmt,
-                    content_hash=doc.content_hash,
-                    normalized_hash=doc.normalized_hash,
-                    byte_size=doc.byte_size,
-                    knowledge_type=doc.knowledge_type,
-                    importance=doc.importance,
-                    source_date=doc.source_date,
-                    source_date_rule=doc.source_date_rule,
-                    created_at=doc.created_at,
-                    n_chunks=len(chunks),
+            return _insert_document(s, doc, chunks, vectors, model_id, tags)
+
+    def store_document(
+        self,
+        doc: DocumentInfo,
+        chunks: Sequence[NewChunk],
+        vectors: np.ndarray,
+        model_id: str,
+        tags: Sequence[str] = (),
+    ) -> StoredDocument | None:
+        """Store a document in place of every other version of its source, in one transaction.
+
+        Whether the content is already stored, and which versions it replaces, is
+        decided inside the write transaction: two writers storing the same file at
+        once see each other (the second gets ``None``: already stored), and never
+        leave two versions of one source.
+        """
+        vectors = _checked_vectors(chunks, vectors)
+        with self.write() as s:
+            if s.get(Document, doc.doc_id) is not None:
+                return None
+            older = list(
+                s.scalars(
+                    sa.select(Document.doc_id)
+                    .where(Document.source == doc.source)
+                    .order_by(Document.created_at)
                 )
             )
-            s.flush()
-            rows = [
-                {
-                    "doc_id": doc.doc_id,
-                    "chunk_index": c.chunk_index,
-                    "content": c.content,
-                    "content_sha": content_sha(c.content),
-                    "token_count": c.token_count,
-                    "knowledge_type": doc.knowledge_type,
-                    "importance": doc.importance,
-                    "access_count": 0,
-                    "created_at": doc.created_at,
-                    "source_date": doc.source_date,
-                }
-                for c in chunks
-            ]
-            ids: list[int] = []
-            for batch in _batched(rows):
-                result = s.execute(
-                    sa.insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), list(batch)
-                )
-                ids.extend(int(i) for i in result.scalars())
-            if tags:
-                s.execute(
-                    sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags]
-                )
-            if ids:
-                s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
-            if ids:
-                s.execute(
-                    sa.insert(Embedding),
-                    [
-                        {"chunk_id": i, "model_id": model_id, "dim": dim, "vector": v.tobytes()}
-                        for i, v in zip(ids, vectors, strict=True)
-                    ],
-                )
-            return ids
+            for old in older:
+                _delete_document(s, old)
+            ids = _insert_document(s, doc, chunks, vectors, model_id, tags)
+            return StoredDocument(ids=ids, replaced=older)
 
     def delete_document(self, doc_id: str) -> int:
         """Delete a document with its chunks, tags and vectors; returns chunks removed."""
@@ -440,6 +415,14 @@ class Store:
 
 
 @dataclass(frozen=True)
+class StoredDocument:
+    """What ``Store.store_document`` wrote: the new chunk ids and the versions it replaced."""
+
+    ids: list[int]
+    replaced: list[str]
+
+
+@dataclass(frozen=True)
 class PendingChanges:
     """Queued index changes: their sequence numbers and the chunk ids added and deleted."""
 
@@ -529,6 +512,75 @@ def _filtered(stmt: sa.Select[Any], filters: SearchFilters) -> sa.Select[Any]:
     for tag in filters.tags:
         stmt = stmt.where(Chunk.id.in_(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
     return stmt
+
+
+def _checked_vectors(chunks: Sequence[NewChunk], vectors: np.ndarray) -> np.ndarray:
+    if len(chunks) != len(vectors):
+        raise InvalidInputError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _insert_document(
+    s: Session,
+    doc: DocumentInfo,
+    chunks: Sequence[NewChunk],
+    vectors: np.ndarray,
+    model_id: str,
+    tags: Sequence[str],
+) -> list[int]:
+    """Insert one document with its chunks, tags, vectors and queued index adds."""
+    dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
+    s.add(
+        Document(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            title=doc.title,
+            fmt=doc.fmt,
+            content_hash=doc.content_hash,
+            normalized_hash=doc.normalized_hash,
+            byte_size=doc.byte_size,
+            knowledge_type=doc.knowledge_type,
+            importance=doc.importance,
+            source_date=doc.source_date,
+            source_date_rule=doc.source_date_rule,
+            created_at=doc.created_at,
+            n_chunks=len(chunks),
+        )
+    )
+    s.flush()
+    rows = [
+        {
+            "doc_id": doc.doc_id,
+            "chunk_index": c.chunk_index,
+            "content": c.content,
+            "content_sha": content_sha(c.content),
+            "token_count": c.token_count,
+            "knowledge_type": doc.knowledge_type,
+            "importance": doc.importance,
+            "access_count": 0,
+            "created_at": doc.created_at,
+            "source_date": doc.source_date,
+        }
+        for c in chunks
+    ]
+    ids: list[int] = []
+    for batch in _batched(rows):
+        result = s.execute(
+            sa.insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), list(batch)
+        )
+        ids.extend(int(i) for i in result.scalars())
+    if tags:
+        s.execute(sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags])
+    if ids:
+        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
+        s.execute(
+            sa.insert(Embedding),
+            [
+                {"chunk_id": i, "model_id": model_id, "dim": dim, "vector": v.tobytes()}
+                for i, v in zip(ids, vectors, strict=True)
+            ],
+        )
+    return ids
 
 
 def _delete_document(s: Session, doc_id: str) -> int | None:
