@@ -1,13 +1,16 @@
 """Library errors become tool errors the model can act on; writes take turns.
 
 The SDK forwards only a ``ToolError``'s text to the client; any other exception
-reaches it as a bare "Error executing tool X". Every library error already says
-what was wrong and what to do, so its message is passed through unchanged.
+reaches it as a bare "Error executing tool X", which tells the model nothing.
+Every library error already says what was wrong and what to do, so its message
+is passed through unchanged; an exception nobody anticipated (a bug) is named
+with its type and message, and its traceback goes to the server's log.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,21 +20,46 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_pipeline.errors import MemoryError_
 
+# Starts the text of an error nobody anticipated (see tool_errors); tests look for it.
+UNEXPECTED = "unexpected error"
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
+log = logging.getLogger(__name__)
 
-def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run a tool, turning library and storage errors into ``ToolError`` with their message."""
+_UNCHANGED = {
+    True: "This tool only reads: the memory is unchanged.",
+    False: "The store rolls back a write that fails, so the memory should be unchanged; "
+    "index_health shows anything left half-done.",
+}
+
+
+def tool_errors(fn: Callable[P, R], *, read_only: bool = False) -> Callable[P, R]:
+    """Run a tool, turning every exception into a ``ToolError`` that says what happened.
+
+    Library and storage errors keep their message. Anything else is a bug: the
+    client is told its type and message, that the memory is unchanged and what
+    to try; the traceback is logged (to stderr) for whoever runs the server.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
+        except ToolError:
+            raise
         except MemoryError_ as exc:
             raise ToolError(str(exc)) from exc
         except OSError as exc:  # disk full, permissions on the store or index folder
             raise ToolError(f"storage error: {exc}; check the store and index paths") from exc
+        except Exception as exc:
+            log.error("tool %s failed unexpectedly", fn.__name__, exc_info=exc)
+            raise ToolError(
+                f"{UNEXPECTED} in the server: {type(exc).__name__}: {exc}. "
+                f"{_UNCHANGED[read_only]} Retry once; if it fails the same way, report this "
+                "message to whoever runs the server (its log has the details)"
+            ) from exc
 
     return wrapper
 

@@ -128,7 +128,10 @@ def build_server(
     for spec in TOOLS:
         fn: Callable[..., Any] = getattr(read, spec.name, None) or getattr(write, spec.name)
         server.add_tool(
-            tool_errors(fn), name=spec.name, title=spec.title, annotations=spec.annotations()
+            tool_errors(fn, read_only=spec.kind == "read"),
+            name=spec.name,
+            title=spec.title,
+            annotations=spec.annotations(),
         )
         known[spec.name] = frozenset(inspect.signature(fn).parameters)
     server.middleware.append(RejectUnknownArguments(known))

@@ -115,8 +115,32 @@ def test_library_and_storage_errors_become_tool_errors() -> None:
         tool_errors(missing)()
     with pytest.raises(ToolError, match=r"storage error: .*No space left"):
         tool_errors(disk)()
-    with pytest.raises(KeyError):  # a bug stays a crash: the SDK hides its text from clients
+    # A bug is named, not hidden behind the SDK's bare "Error executing tool X".
+    with pytest.raises(ToolError, match=r"unexpected error .*KeyError: 'internal'.*only reads"):
+        tool_errors(bug, read_only=True)()
+    with pytest.raises(ToolError, match=r"KeyError: 'internal'.*rolls back.*Retry once"):
         tool_errors(bug)()
+
+
+@pytest.mark.anyio
+async def test_a_bug_reaches_the_client_named_and_its_traceback_the_log(
+    system: MemorySystem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def broken(tag: str) -> list[Any]:
+        raise ZeroDivisionError("division by zero in find_by_tag")
+
+    monkeypatch.setattr(system, "find_by_tag", broken)
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        result = await client.call_tool("find_by_tag", {"tag": "x"})
+    assert result.is_error
+    assert error_text(result) == (
+        "Error executing tool find_by_tag: unexpected error in the server: ZeroDivisionError: "
+        "division by zero in find_by_tag. This tool only reads: the memory is unchanged. "
+        "Retry once; if it fails the same way, report this message to whoever runs the "
+        "server (its log has the details)"
+    )
+    logged = [r for r in caplog.records if r.name == "serving.errors"]
+    assert logged and logged[0].exc_info and logged[0].exc_info[0] is ZeroDivisionError
 
 
 def test_a_write_waiting_too_long_is_told_to_retry() -> None:
