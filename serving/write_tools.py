@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from memory_pipeline.errors import MemoryError_
 from memory_pipeline.memory.forgetting import ForgettingRefusedError
@@ -40,6 +40,8 @@ from serving.schemas import (
     Weight,
 )
 
+# Switches that change what is written take only JSON booleans: pydantic's lax mode would
+# read "no" or 0 as False, and dry_run="no" would then run a real forgetting run.
 _UPDATE_INDEX = (
     "update the index afterwards (incremental, not a full rebuild); pass false when "
     "ingesting many batches and call update_index once at the end"
@@ -70,7 +72,7 @@ class WriteTools:
             Field(min_length=1, max_length=MAX_FILES, description="files under the allowed roots"),
         ],
         metadata: MetadataIn | None = None,
-        rebuild_index: Annotated[bool, Field(description=_UPDATE_INDEX)] = True,
+        rebuild_index: Annotated[StrictBool, Field(description=_UPDATE_INDEX)] = True,
     ) -> IngestOutput:
         """Store files (.md, .markdown, .txt, .pdf, .html, .htm) in the long-term memory.
 
@@ -100,7 +102,7 @@ class WriteTools:
             ),
         ],
         metadata: MetadataIn | None = None,
-        rebuild_index: Annotated[bool, Field(description=_UPDATE_INDEX)] = False,
+        rebuild_index: Annotated[StrictBool, Field(description=_UPDATE_INDEX)] = False,
     ) -> IngestOutput:
         """Store text the agent has in hand (a session summary, a decision, a note).
 
@@ -163,7 +165,8 @@ class WriteTools:
         self,
         doc_id: DocId,
         rebuild_index: Annotated[
-            bool, Field(description="drop its chunks from the index now (else on the next update)")
+            StrictBool,
+            Field(description="drop its chunks from the index now (else on the next update)"),
         ] = True,
     ) -> DeleteOutput:
         """Delete a document with all its chunks, tags and vectors. Not archived: this is final.
@@ -210,7 +213,7 @@ class WriteTools:
             Weight, Field(description="chunks whose memory value is below this are candidates")
         ] = 0.05,
         dry_run: Annotated[
-            bool, Field(description="true: only report; false: archive the candidates")
+            StrictBool, Field(description="true: only report; false: archive the candidates")
         ] = True,
         max_fraction: Annotated[
             Weight, Field(description="refuse a real run that would archive more than this share")

@@ -22,7 +22,7 @@ from memory_pipeline.system import MemorySystem
 from serving import schemas
 from serving.__main__ import EMBEDDERS, parse_args
 from serving.errors import WriteLock, tool_errors
-from serving.harness import REPO, StoreLayout, error_text, structured
+from serving.harness import REPO, StoreLayout, error_text, snapshot, structured
 from serving.loading import DEFAULT_POLICY, LoadPolicy
 from serving.server import build_server
 
@@ -207,3 +207,38 @@ async def test_the_checked_in_mcp_json_starts_the_server(tmp_path: Path) -> None
         names = {t.name for t in (await client.list_tools()).tools}
     assert {"hybrid_search", "ingest", "ingest_text", "update_index"} <= names
     assert layout.db.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("run_forgetting_batch", {"dry_run": "no", "max_fraction": 1.0}),
+        ("run_forgetting_batch", {"dry_run": "false", "max_fraction": 1.0}),
+        ("run_forgetting_batch", {"dry_run": 0, "max_fraction": 1.0}),
+        ("ingest_text", {"text": "New text.", "title": "news", "rebuild_index": "yes"}),
+        ("ingest_text", {"text": "New text.", "title": "news", "rebuild_index": 1}),
+        ("delete_document", {"doc_id": "{doc}", "rebuild_index": "no"}),
+        ("ingest", {"file_paths": ["new.md"], "rebuild_index": "true"}),
+    ],
+)
+async def test_switches_that_change_what_is_written_take_only_json_booleans(
+    system: MemorySystem, tmp_path: Path, tool: str, args: dict[str, Any]
+) -> None:
+    old = system.ingest_text(
+        "Old news about rank fusion.",
+        "news",
+        {"knowledge_type": "news", "source_date": "2001-01-01"},
+    )
+    system.update_index()
+    (tmp_path / "new.md").write_text("# New\n\nA new note.\n")
+    args = {k: v.format(doc=old.doc_id) if k == "doc_id" else v for k, v in args.items()}
+    before = snapshot(StoreLayout(tmp_path))
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        result = await client.call_tool(tool, args)
+        switch = next(k for k in args if k in ("dry_run", "rebuild_index"))
+        assert result.is_error and switch in error_text(result)
+        assert "valid boolean" in error_text(result)
+        assert snapshot(StoreLayout(tmp_path)) == before
+        schema = next(t for t in (await client.list_tools()).tools if t.name == tool).input_schema
+        assert schema["properties"][switch]["type"] == "boolean"
