@@ -1,14 +1,73 @@
-"""Metadata accepted at the boundary: validated once, trusted inside."""
+"""Metadata and text accepted at the boundary: validated once, trusted inside.
+
+One policy for every adapter (CLI, MCP, Dagster, Python): the limits below and
+``check_text`` are the only place a caller's text is judged.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory_pipeline.errors import InvalidInputError
+
+MAX_TAG_CHARS = 200
+MAX_TAGS = 50
+MAX_TITLE_CHARS = 300
+# Unicode's control characters (category Cc): U+0000–U+001F and U+007F–U+009F.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Multi-line text (bodies, queries) keeps tab, newline and carriage return.
+_TEXT_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def check_text(field: str, value: str, *, multiline: bool = False) -> str:
+    """``value`` unchanged, or InvalidInputError naming ``field`` and the first bad character.
+
+    NUL and the other control characters are refused: they are invisible,
+    PostgreSQL cannot store NUL at all, and in a tag or title they are always a
+    mistake. Multi-line text keeps tab, newline and carriage return.
+    """
+    bad = (_TEXT_CONTROLS if multiline else _CONTROLS).search(value)
+    if bad is not None:
+        allowed = " (tab, newline and carriage return are allowed)" if multiline else ""
+        raise InvalidInputError(
+            f"{field}: control character U+{ord(bad.group()):04X} at index {bad.start()} is "
+            f"not allowed{allowed}; remove it and try again"
+        )
+    return value
+
+
+def strip_controls(text: str) -> str:
+    """Multi-line text with the control characters ``check_text`` refuses removed.
+
+    For text the memory converts itself (conversation exports, whose tool output
+    may carry terminal escapes), where refusing a whole session would lose it.
+    """
+    return _TEXT_CONTROLS.sub("", text)
+
+
+def check_texts(field: str, values: Iterable[str]) -> None:
+    """``check_text`` on every single-line value of a list field (tags, doc ids)."""
+    for value in values:
+        check_text(field, value)
+
+
+def check_tag(tag: object) -> str:
+    """A tag as stored: a non-empty single-line string of at most MAX_TAG_CHARS, stripped."""
+    if not isinstance(tag, str) or not tag.strip():
+        raise InvalidInputError(f"every tag must be a non-empty string; got {tag!r}")
+    tag = check_text("tag", tag.strip())
+    if len(tag) > MAX_TAG_CHARS:
+        raise InvalidInputError(
+            f"tag {tag[:40]!r}… is {len(tag)} characters; at most {MAX_TAG_CHARS} are allowed"
+        )
+    return tag
 
 
 class KnowledgeType(StrEnum):
@@ -38,17 +97,39 @@ class ChunkMetadata(BaseModel):
             return ()
         if isinstance(value, str) or not isinstance(value, list | tuple):
             raise ValueError('tags must be a list of strings, e.g. ["project:x", "design"]')
-        for tag in value:
-            if not isinstance(tag, str) or not tag.strip():
-                raise ValueError(f"every tag must be a non-empty string; got {tag!r}")
-        return tuple(dict.fromkeys(t.strip() for t in value))
+        tags = tuple(dict.fromkeys(_plain(check_tag, t) for t in value))
+        if len(tags) > MAX_TAGS:
+            raise ValueError(f"{len(tags)} tags given; at most {MAX_TAGS} are allowed")
+        return tags
+
+    @field_validator("title", mode="before")
+    @classmethod
+    def _title_is_one_line(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"title must be a non-empty string or unset; got {value!r}")
+        title = _plain(lambda v: check_text("title", v), value.strip())
+        if len(title) > MAX_TITLE_CHARS:
+            raise ValueError(f"title is {len(title)} characters; at most {MAX_TITLE_CHARS}")
+        return title
 
     @field_validator("importance", mode="before")
     @classmethod
     def _importance_is_number(cls, value: Any) -> Any:
         if isinstance(value, bool) or (value is not None and not isinstance(value, int | float)):
             raise ValueError("importance must be a number in [0, 1] or unset")
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"importance is {value!r}, not a number; give one in [0, 1]")
         return value
+
+
+def _plain(check: Any, value: Any) -> Any:
+    """Run a check inside a pydantic validator: its message, without the exception type."""
+    try:
+        return check(value)
+    except InvalidInputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def validate_metadata(raw: dict[str, Any] | ChunkMetadata | None) -> ChunkMetadata:

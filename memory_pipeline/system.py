@@ -33,7 +33,14 @@ from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.memory.stats import SystemStats, system_stats
-from memory_pipeline.metadata import ChunkMetadata, KnowledgeType, validate_metadata
+from memory_pipeline.metadata import (
+    ChunkMetadata,
+    KnowledgeType,
+    check_tag,
+    check_text,
+    check_texts,
+    validate_metadata,
+)
 from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
 from memory_pipeline.search.rerank import Reranker, load_reranker
 from memory_pipeline.store import Store, content_sha, now_utc
@@ -60,6 +67,12 @@ class _Prepared:
     loaded: LoadedDocument
     meta: ChunkMetadata
     source_date_rule: str | None
+
+
+def _check_doc_id(doc_id: object) -> None:
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InvalidInputError(f"doc_id must be a non-empty string, got {doc_id!r}")
+    check_text("doc_id", doc_id)
 
 
 def doc_id_for(raw: bytes) -> str:
@@ -300,6 +313,11 @@ class MemorySystem:
         now: dt.datetime | None = None,
     ) -> SearchResult:
         """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis."""
+        if isinstance(query, str):
+            check_text("query", query, multiline=True)
+        if filters is not None:
+            check_texts("filters.tags", filters.tags)
+            check_texts("filters.doc_ids", filters.doc_ids)
         st = self.settings
         params = SearchParams(
             top_k=top_k,
@@ -428,6 +446,9 @@ class MemorySystem:
         chunk_ids: Sequence[int] | None = None,
     ) -> RestoreReport:
         """Bring archived chunks back (one selector), re-using their archived vectors."""
+        for name, value in (("run_id", run_id), ("doc_id", doc_id)):
+            if isinstance(value, str):
+                check_text(name, value)
         return restore_archived(
             self.store,
             self.writer,
@@ -465,6 +486,7 @@ class MemorySystem:
 
     # --------------------------------------------------------------- documents
     def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:
+        _check_doc_id(doc_id)
         removed = self.store.delete_document(doc_id)
         if update_index:
             self.update_index()
@@ -473,6 +495,7 @@ class MemorySystem:
     def get_document_chunks(
         self, doc_id: str, chunk_index: int | None = None, window: int = 1
     ) -> list[ChunkRecord]:
+        _check_doc_id(doc_id)
         chunks = self.store.document_chunks(doc_id)
         if not chunks:
             raise NotFoundError(f"no document with doc_id {doc_id!r}")
@@ -487,9 +510,7 @@ class MemorySystem:
         return [c for c in chunks if abs(c.chunk_index - chunk_index) <= window]
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
-        if not isinstance(tag, str) or not tag.strip():
-            raise InvalidInputError("tag must be a non-empty string")
-        return self.store.find_by_tag(tag.strip())
+        return self.store.find_by_tag(check_tag(tag))
 
     def set_chunk_tags(
         self,
@@ -501,6 +522,7 @@ class MemorySystem:
         tags: Sequence[str] | None = None,
     ) -> ChunkRecord:
         """Change memory fields of one chunk; takes effect in the next search, vectors untouched."""
+        _check_doc_id(doc_id)
         raw: dict[str, Any] = {}
         if importance is not ...:
             raw["importance"] = importance

@@ -108,3 +108,20 @@ def test_unparseable_exports_raise_with_the_reason(
     parse = parse_claude_code_session if name.endswith(".jsonl") else parse_claude_ai_export
     with pytest.raises(InvalidInputError, match=fragment):
         parse(path)
+
+
+def test_terminal_escapes_in_tool_output_are_dropped_not_refused() -> None:
+    from memory_pipeline.metadata import check_text
+    from memory_pipeline.sources.conversations import Conversation, Message
+
+    conv = Conversation(
+        origin="claude-code",
+        session_id="s1",
+        title="colours",
+        started_at=None,
+        last_activity=None,
+        messages=(Message("tool", None, "\x1b[32mPASSED\x1b[0m 3 tests\x00"),),
+    )
+    md = conv.to_markdown()
+    assert "[32mPASSED[0m 3 tests" in md and "\x1b" not in md and "\x00" not in md
+    assert check_text("text", md, multiline=True) == md

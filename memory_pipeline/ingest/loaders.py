@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.metadata import MAX_TITLE_CHARS, check_text
 
 SUPPORTED_SUFFIXES: dict[str, str] = {
     ".md": "markdown",
@@ -137,7 +138,10 @@ def load_text(text: str, title: str) -> LoadedDocument:
             f"text for {title!r} has an unencodable character at index {exc.start} "
             "(a lone surrogate?); clean the text before ingesting"
         ) from exc
-    title = title.strip()
+    title = check_text("title", title.strip())
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidInputError(f"title is {len(title)} characters; at most {MAX_TITLE_CHARS}")
+    check_text("text", text, multiline=True)
     body = text.replace("\r\n", "\n").replace("\r", "\n")
     return LoadedDocument(f"text:{title}", title, body, "markdown", raw, {}, None)
 

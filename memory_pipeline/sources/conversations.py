@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.metadata import strip_controls
 
 TOOL_TEXT_LIMIT = 600  # tool inputs and results are context, not knowledge: keep them short
 ATTACHMENT_LIMIT = 2000
@@ -69,7 +70,8 @@ class Conversation:
         lines.append(f"- speakers: {', '.join(self.speakers)}")
         for m in self.messages:
             lines += ["", f"## {m.speaker} — {human_time(m.at)}", "", m.text.strip()]
-        return "\n".join(lines) + "\n"
+        # Tool output in a session may carry terminal escapes; they would refuse it whole.
+        return strip_controls("\n".join(lines)) + "\n"
 
 
 def parse_time(value: Any) -> dt.datetime | None:
