@@ -148,7 +148,7 @@ def validate_metadata(raw: dict[str, Any] | ChunkMetadata | None) -> ChunkMetada
         problems = []
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "metadata"
-            msg = err["msg"]
+            msg = err["msg"].removeprefix("Value error, ")
             if field == "knowledge_type":
                 allowed = ", ".join(k.value for k in KnowledgeType)
                 msg = f"unknown knowledge_type {err.get('input')!r}; use one of: {allowed}"
