@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -40,6 +41,25 @@ def resolve_model_path(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
     if path.exists():
         return str(path.resolve()), f"path:{path.resolve().name}"
     return name_or_path, name_or_path
+
+
+# Modules that leave the pooled vector's size as it is.
+_SIZE_KEEPING = ("Transformer", "Pooling", "Normalize")
+
+
+def _dim_from_folder(folder: Path) -> int | None:
+    """The pooling size of a Transformer → Pooling [→ Normalize] folder; None otherwise
+    (a Dense layer or anything else may change the size: then only loading tells)."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if not kinds or any(k not in _SIZE_KEEPING for k in kinds) or "Pooling" not in kinds:
+            return None
+        pooling = next(m for m in modules if str(m["type"]).endswith("Pooling"))
+        config = json.loads((folder / pooling["path"] / "config.json").read_text("utf-8"))
+        return int(config["word_embedding_dimension"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _minilm_path() -> str:
@@ -97,8 +117,11 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        dim = self.model.get_sentence_embedding_dimension()
-        return int(dim)
+        """The vector size; read from the model folder when that says it, so health
+        checks and restores need not load the model."""
+        if self._model is None and (dim := _dim_from_folder(Path(self._path))) is not None:
+            return dim
+        return int(self.model.get_sentence_embedding_dimension())
 
     @property
     def max_tokens(self) -> int:
