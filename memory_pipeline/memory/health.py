@@ -25,7 +25,7 @@ from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
-from memory_pipeline.store.schema import Chunk, Embedding, IndexChange
+from memory_pipeline.store.schema import Chunk, Embedding
 
 Severity = Literal["ok", "info", "warning", "error"]
 EXAMPLES = 5
@@ -130,20 +130,11 @@ Check = Callable[[_Context], list[HealthFinding]]
 
 
 def _db_snapshot(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Live ids and the index-change queue, read in one transaction (one snapshot)."""
-    with store.conn() as c:
-        if c.dialect.name == "postgresql":  # READ COMMITTED would see commits between the two reads
-            c.execution_options(isolation_level="REPEATABLE READ")
-        with c.begin():
-            live = c.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
-            queue = c.execute(sa.select(IndexChange.chunk_id, IndexChange.op)).all()
-    adds = [int(cid) for cid, op in queue if op == "add"]
-    dels = [int(cid) for cid, op in queue if op == "del"]
-    return (
-        np.asarray(live, dtype=np.int64),
-        np.unique(np.asarray(adds, dtype=np.int64)),
-        np.unique(np.asarray(dels, dtype=np.int64)),
-    )
+    """Live ids and the index-change queue, read in one snapshot."""
+    with store.snapshot() as reads:
+        live = reads.all_ids()
+        queue = reads.pending_changes()
+    return live, queue.adds, queue.deletes
 
 
 def _consistent_view(
