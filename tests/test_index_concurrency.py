@@ -146,3 +146,34 @@ def test_a_change_committed_late_with_a_lower_seq_stays_queued(pg_url: str) -> N
     store.clear_changes(taken_in.seqs)
     assert store.pending_changes().adds.tolist() == [10**6]
     store.close()
+
+
+def test_a_reused_inode_does_not_serve_a_stale_segment(
+    system: MemorySystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """File systems reuse the inode numbers of deleted files: a reader that cached
+    segments by inode alone served an old segment under a new version (found by the
+    stress test as "dense and sparse disagree ... only sparse")."""
+    import os
+
+    from memory_pipeline.index import reader as reader_module
+
+    real_stat = os.stat
+
+    def same_inode(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        st = real_stat(path, *args, **kwargs)
+        fields = list(st)
+        fields[1] = 42  # st_ino: every segment file "reuses" one inode
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(reader_module.os, "stat", same_inode)
+    _seed(system, 2, "old")
+    system.update_index()
+    assert system.reader.current() is not None
+    new_doc = _seed(system, 1, "new")[0]
+    system.rebuild_index()  # one new segment file, seg000002
+    version = system.reader.current()
+    assert version is not None
+    assert len(version.member_ids()) == len(system.store.all_ids()) == 3
+    hits = system.query("lantern harbour new0", top_k=1, record_access=False).hits
+    assert hits[0].doc_id == new_doc

@@ -14,6 +14,8 @@ from memory_pipeline.index.dense import DenseSegment
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.versions import Manifest, pointer_stamp, read_current
 
+_SegmentKey = tuple[str, int, int, int, int]
+
 
 @dataclass
 class LoadedVersion:
@@ -39,7 +41,7 @@ def load_deleted(vdir: Path) -> np.ndarray:
 class IndexReader:
     """Serves the published version and swaps to a newer one on the next call.
 
-    Segments are cached by inode: versions share them through hard links, so
+    Segments are cached by file identity: versions share them through hard links, so
     picking up a new version loads only what it adds.
     """
 
@@ -48,9 +50,9 @@ class IndexReader:
         # One OpenMP thread makes single-query search ~3x faster here (DESIGN §2).
         faiss.omp_set_num_threads(threads)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, bytes] | None = None
         self._loaded: LoadedVersion | None = None
-        self._segments: dict[tuple[int, int], DenseSegment] = {}
+        self._segments: dict[_SegmentKey, DenseSegment] = {}
 
     def current(self) -> LoadedVersion | None:
         stamp = pointer_stamp(self.root)
@@ -70,10 +72,12 @@ class IndexReader:
         manifest, vdir = found
         dense_dir = vdir / "dense"
         segments: list[DenseSegment] = []
-        keep: dict[tuple[int, int], DenseSegment] = {}
+        keep: dict[_SegmentKey, DenseSegment] = {}
         for info in manifest.segments:
             st = os.stat(dense_dir / f"{info.name}.ids.npy")
-            key = (st.st_dev, st.st_ino)
+            # Hard links share all of these; a new file that was handed a deleted file's
+            # inode number differs in name, mtime or size.
+            key = (info.name, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
             segment = self._segments.get(key) or DenseSegment.load(dense_dir, info.name)
             keep[key] = segment
             segments.append(segment)

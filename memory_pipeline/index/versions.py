@@ -113,13 +113,19 @@ def read_current(root: Path) -> tuple[Manifest, Path] | None:
     return manifest, vdir
 
 
-def pointer_stamp(root: Path) -> tuple[int, int] | None:
-    """A cheap fingerprint of CURRENT: it changes whenever a version is published."""
+def pointer_stamp(root: Path) -> tuple[int, int, bytes] | None:
+    """A cheap fingerprint of CURRENT: it changes whenever a version is published.
+
+    Its content (the version, which every publish raises) is part of it: the inode
+    of the replaced pointer can be handed to the next one, and two publishes can
+    share one mtime tick on a coarse clock.
+    """
     try:
         st = (root / CURRENT).stat()
+        raw = (root / CURRENT).read_bytes()
     except FileNotFoundError:
         return None
-    return st.st_ino, st.st_mtime_ns
+    return st.st_ino, st.st_mtime_ns, raw
 
 
 def now_iso() -> str:
