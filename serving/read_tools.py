@@ -6,6 +6,8 @@ docstring the description the model reads, its return type the output schema.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -32,6 +34,7 @@ from serving.schemas import (
     TaggedChunks,
     Weight,
 )
+from serving.wire import float32_list
 
 _TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's half-life)"
 _FREQ_WEIGHT = "share of the score given to how often a chunk was retrieved"
@@ -39,8 +42,24 @@ _IMPORTANCE = "chunks whose importance is below this are left out (unset importa
 
 
 class ReadTools:
-    def __init__(self, system: MemorySystem) -> None:
+    def __init__(self, system: MemorySystem, cwd: Path) -> None:
         self.system = system
+        self.cwd = cwd
+
+    def _hits(self, hits: Iterable[SearchHit]) -> list[Hit]:
+        """Hits as sent; a source under the working directory is shown relative to it.
+
+        That is the path a client passes to ``ingest``, and shorter to read and cite.
+        """
+        out = []
+        for h in hits:
+            hit = Hit.model_validate(h, from_attributes=True)
+            if hit.source and not hit.source.startswith("text:"):
+                path = Path(hit.source)
+                if path.is_absolute() and path.is_relative_to(self.cwd):
+                    hit.source = str(path.relative_to(self.cwd))
+            out.append(hit)
+        return out
 
     def embed(
         self, text: Annotated[str, Field(min_length=1, max_length=MAX_EMBED_CHARS)]
@@ -48,7 +67,7 @@ class ReadTools:
         """Embed a text as a query with the memory's embedding model (unit-length vector)."""
         vector = self.system.embed(text)
         return EmbedOutput(
-            model_id=self.system.embedder.model_id, dim=len(vector), vector=vector.tolist()
+            model_id=self.system.embedder.model_id, dim=len(vector), vector=float32_list(vector)
         )
 
     def hybrid_search(
@@ -73,9 +92,12 @@ class ReadTools:
             ),
         ] = False,
     ) -> SearchOutput:
-        """Search the long-term memory: dense + BM25 retrieval fused by rank.
+        """Search the long-term memory: dense (embedding) and BM25 (keyword) retrieval, fused.
 
-        Returns the best chunks first with their doc_id/chunk_index (pass those to
+        Default fusion: the average of each retriever's scores, min-max normalised over
+        the candidates (convex combination); the server's HYBRID_RAG_FUSION=rrf uses
+        reciprocal rank fusion instead. Returns the best chunks first, each with its
+        document's title and source and its doc_id/chunk_index (pass those to
         get_document_chunks for context). Chunks ingested moments ago are included.
         Each returned chunk's access count is incremented (used by the memory axis).
         """
@@ -98,7 +120,7 @@ class ReadTools:
         )
         stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)
         return SearchOutput(
-            chunks=[Hit.model_validate(h, from_attributes=True) for h in result.hits],
+            chunks=self._hits(result.hits),
             stats=stats if include_stats else None,
         )
 
@@ -129,11 +151,13 @@ class ReadTools:
                 source_date=c.source_date,
                 score=c.score,
                 stage_scores=dict(c.stage_scores),
+                title=c.title,
+                source=c.source,
             )
             for c in chunks
         ]
         ranked = self.system.rerank(hits, time_weight, freq_weight, importance_threshold)
-        return RerankOutput(chunks=[Hit.model_validate(h, from_attributes=True) for h in ranked])
+        return RerankOutput(chunks=self._hits(ranked))
 
     def find_by_tag(
         self,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from memory_pipeline.metadata import KnowledgeType
+from serving.wire import round_sig
 
 
 def _as_utc(value: dt.datetime) -> dt.datetime:
@@ -31,10 +32,7 @@ MAX_TAGS = 50
 MAX_RERANK = 200
 
 Tag = Annotated[str, Field(min_length=1, max_length=200, description="e.g. 'project:orbit'")]
-DocId = Annotated[
-    str,
-    Field(min_length=1, max_length=128, description="document id, as returned by ingest/search"),
-]
+DocId = Annotated[str, Field(min_length=1, max_length=128)]
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -72,7 +70,8 @@ class MetadataIn(_Input):
 
 
 class ChunkIn(_Input):
-    """A search hit handed back for ``rerank``; ``score`` is its relevance."""
+    # A search hit handed back for ``rerank`` (no docstring: it would be a schema description
+    # repeating the tool's); ``score`` is its relevance.
 
     chunk_id: int
     doc_id: DocId
@@ -82,39 +81,60 @@ class ChunkIn(_Input):
     created_at: UTCDatetime
     knowledge_type: KnowledgeType | None = None
     importance: Weight | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     access_count: int = Field(default=0, ge=0)
     source_date: dt.date | None = None
     stage_scores: dict[str, float | int | None] = Field(default_factory=dict)
+    title: str | None = Field(default=None, max_length=1000)
+    source: str | None = Field(default=None, max_length=5000)
 
 
 # ----------------------------------------------------------------------------- results
+# A result leaves out every field that holds its default (serving.wire.to_result): an
+# unset importance or an empty tag list is simply absent, as the schema's default says.
+Rounded = Annotated[float, AfterValidator(round_sig)]
+
+
+def _scores(scores: Any) -> Any:
+    """Stage scores without the stages that did not run, floats to 4 significant digits."""
+    if not isinstance(scores, dict):
+        return scores  # the type check reports it
+    return {
+        k: round_sig(v) if isinstance(v, float) else v for k, v in scores.items() if v is not None
+    }
+
+
+StageScores = Annotated[dict[str, int | float], BeforeValidator(_scores)]
+
+
 class Hit(BaseModel):
     chunk_id: int
     doc_id: str
     chunk_index: int
     content: str
-    knowledge_type: str | None
-    importance: float | None
-    tags: list[str]
-    access_count: int
+    title: str | None = Field(default=None, description="the document's title")
+    source: str | None = Field(default=None, description="its file path, or text:<title>")
+    knowledge_type: str | None = None
+    importance: float | None = None
+    tags: list[str] = []
+    access_count: int = 0
     created_at: dt.datetime
-    source_date: dt.date | None
-    score: float
-    stage_scores: dict[str, float | int | None]
+    source_date: dt.date | None = None
+    score: Rounded
+    stage_scores: StageScores = {}
 
 
 class SearchStatsOut(BaseModel):
-    timings_ms: dict[str, float]
+    timings_ms: dict[str, Rounded]
     orphan_index_entries: int = Field(description="index ids no longer live, dropped")
     duplicate_contents: int = Field(description="hits with identical text, collapsed")
     unindexed_searched: int = Field(description="chunks not yet in the index, scored directly")
-    index_version: int | None
+    index_version: int | None = None
     candidates: int
     reranker: str
-    guaranteed_added: int
-    importance_cut: int
-    notes: list[str]
+    guaranteed_added: int = 0
+    importance_cut: int = 0
+    notes: list[str] = []
 
 
 class SearchOutput(BaseModel):
@@ -139,7 +159,7 @@ class IngestResultOut(BaseModel):
     chunks: int
     embedded: int
     reused_vectors: int
-    replaced_doc_id: str | None
+    replaced_doc_id: str | None = None
     message: str
 
 
@@ -150,12 +170,14 @@ class IndexUpdateOut(BaseModel):
     removed: int
     n_dense: int
     n_sparse: int
-    seconds: float
+    seconds: Rounded
 
 
 class IngestOutput(BaseModel):
     results: list[IngestResultOut]
-    index: IndexUpdateOut | None = Field(description="the index update run after the ingest")
+    index: IndexUpdateOut | None = Field(
+        default=None, description="the index update run after the ingest, if one ran"
+    )
     index_error: str | None = Field(
         default=None,
         description="the ingest is stored and searchable; only the index update failed",
@@ -168,13 +190,13 @@ class ChunkOut(BaseModel):
     chunk_index: int
     content: str
     token_count: int
-    knowledge_type: str | None
-    importance: float | None
-    tags: list[str]
-    access_count: int
-    last_accessed_at: dt.datetime | None
+    knowledge_type: str | None = None
+    importance: float | None = None
+    tags: list[str] = []
+    access_count: int = 0
+    last_accessed_at: dt.datetime | None = None
     created_at: dt.datetime
-    source_date: dt.date | None
+    source_date: dt.date | None = None
 
 
 class TaggedChunks(BaseModel):
@@ -191,7 +213,7 @@ class DocumentChunks(BaseModel):
 class DeleteOutput(BaseModel):
     doc_id: str
     chunks_removed: int
-    index: IndexUpdateOut | None
+    index: IndexUpdateOut | None = None
     index_error: str | None = None
 
 
@@ -205,15 +227,17 @@ class Candidate(_Report):
     chunk_id: int
     doc_id: str
     chunk_index: int
-    knowledge_type: str | None
-    score: float | None = Field(description="None when cut by importance")
+    knowledge_type: str | None = None
+    score: Rounded | None = Field(default=None, description="absent when cut by importance")
     reason: str
-    age_days: float
+    age_days: Rounded
     snippet: str
 
 
 class ForgettingReportOut(_Report):
-    run_id: str | None = Field(description="pass to restore_archived to undo a real run")
+    run_id: str | None = Field(
+        default=None, description="pass to restore_archived to undo a real run"
+    )
     dry_run: bool
     params: dict[str, Any]
     live_chunks: int
@@ -224,9 +248,9 @@ class ForgettingReportOut(_Report):
     by_type: dict[str, dict[str, int]]
     examples: list[Candidate]
     archive_path: str
-    index_version: int | None
-    index_error: str | None
-    timings_s: dict[str, float]
+    index_version: int | None = None
+    index_error: str | None = None
+    timings_s: dict[str, Rounded]
 
 
 class SkippedChunk(_Report):
@@ -244,27 +268,27 @@ class RestoreReportOut(_Report):
     reembedded: int
     documents_recreated: int
     new_ids: dict[str, int] = Field(description="old chunk id -> new chunk id")
-    skipped: list[SkippedChunk]
-    not_archived: list[int]
-    index_version: int | None
-    index_error: str | None
-    seconds: float
+    skipped: list[SkippedChunk] = []
+    not_archived: list[int] = []
+    index_version: int | None = None
+    index_error: str | None = None
+    seconds: Rounded
 
 
 class HealthFinding(_Report):
     check: str
     severity: Literal["ok", "info", "warning", "error"]
-    count: int
+    count: int = 0
     message: str
-    examples: list[int | str]
+    examples: list[int | str] = []
 
 
 class HealthReportOut(_Report):
     healthy: bool = Field(description="no finding of severity 'error'")
     findings: list[HealthFinding]
     checked_at: dt.datetime
-    index_version: int | None
-    timings: dict[str, float]
+    index_version: int | None = None
+    timings: dict[str, Rounded]
 
 
 class KnowledgeTypeCount(_Report):
@@ -295,16 +319,16 @@ class SystemStatsOut(_Report):
     chunks: int
     by_knowledge_type: list[KnowledgeTypeCount]
     importance_set: int
-    importance_share: float
+    importance_share: Rounded
     tagged_chunks: int
-    tag_coverage: float
+    tag_coverage: Rounded
     distinct_tags: int
     top_tags: list[TagCount]
     access_buckets: dict[str, int]
     total_accesses: int
     unindexed_chunks: int
     vectors_by_model: dict[str, int]
-    index: IndexInfo | None
+    index: IndexInfo | None = None
     embedder: str
     reranker: str
     reranker_status: str

@@ -15,11 +15,13 @@ from typing import Any, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from memory_pipeline.system import MemorySystem
 from serving.errors import WriteLock, tool_errors
 from serving.read_tools import ReadTools
+from serving.wire import as_result, compact_schema
 from serving.write_tools import WriteTools
 
 SERVER_NAME = "hybrid-rag"
@@ -41,13 +43,12 @@ class ToolSpec:
     idempotent: bool = False
 
     def annotations(self) -> ToolAnnotations:
+        """Only what differs from the spec's defaults; the title is the tool's own ``title``."""
         if self.kind == "read":
-            return ToolAnnotations(title=self.title, read_only_hint=True, open_world_hint=False)
+            return ToolAnnotations(read_only_hint=True, open_world_hint=False)
         return ToolAnnotations(
-            title=self.title,
-            read_only_hint=False,
             destructive_hint=self.kind == "destructive",
-            idempotent_hint=self.idempotent,
+            idempotent_hint=self.idempotent or None,
             open_world_hint=False,
         )
 
@@ -98,6 +99,21 @@ class RejectUnknownArguments:
         return await call_next(ctx)
 
 
+def make_tool(spec: ToolSpec, fn: Callable[..., Any]) -> Tool:
+    """``fn`` as a tool: compact results, its docstring as description, compact schemas."""
+    tool = Tool.from_function(
+        tool_errors(as_result(fn), read_only=spec.kind == "read"),
+        name=spec.name,
+        title=spec.title,
+        description=inspect.cleandoc(fn.__doc__ or ""),
+        annotations=spec.annotations(),
+    )
+    tool.parameters = compact_schema(tool.parameters, closed=True)
+    if tool.fn_metadata.output_schema is not None:
+        tool.fn_metadata.output_schema = compact_schema(tool.fn_metadata.output_schema)
+    return tool
+
+
 def build_server(
     system: MemorySystem,
     *,
@@ -119,20 +135,15 @@ def build_server(
             on_start()
         yield {}
 
-    read = ReadTools(system)
+    read = ReadTools(system, cwd)
     write = WriteTools(system, roots, cwd, WriteLock(), allow_hard_links=allow_hard_links)
+    tools = [
+        make_tool(spec, getattr(read, spec.name, None) or getattr(write, spec.name))
+        for spec in TOOLS
+    ]
     server: MCPServer = MCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, log_level=log_level, lifespan=lifespan
+        SERVER_NAME, instructions=INSTRUCTIONS, log_level=log_level, lifespan=lifespan, tools=tools
     )
-    known: dict[str, frozenset[str]] = {}
-    for spec in TOOLS:
-        fn: Callable[..., Any] = getattr(read, spec.name, None) or getattr(write, spec.name)
-        server.add_tool(
-            tool_errors(fn, read_only=spec.kind == "read"),
-            name=spec.name,
-            title=spec.title,
-            annotations=spec.annotations(),
-        )
-        known[spec.name] = frozenset(inspect.signature(fn).parameters)
+    known = {t.name: frozenset(t.parameters.get("properties", {})) for t in tools}
     server.middleware.append(RejectUnknownArguments(known))
     return server

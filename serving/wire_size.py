@@ -5,7 +5,8 @@ prompt) and for each call's result once. This prints, for ``tools/list``, a
 5-hit ``hybrid_search`` over the bundled sample corpus and one ``embed``, the
 size of the JSON-RPC result a client receives (text content and
 ``structuredContent`` together, serialised as the transports do) in characters
-and in tokens.
+and in tokens; and the part of ``tools/list`` a model is shown when its client
+passes on only names, descriptions and input schemas.
 
 Tokens are counted offline: ``chars/4`` (the usual rule of thumb for English
 and JSON) and the WordPiece tokenizer of all-MiniLM-L6-v2, which the
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from serving.harness import structured
+from serving.wire import compact_json
 
 QUERY = "why does news decay?"
 
@@ -79,8 +81,15 @@ async def measure(root: Path, model: str) -> dict[str, str]:
             structured(embed)
     finally:
         system.close()
+    # What a model is shown of each tool by clients that pass only name, description and
+    # input schema on (Anthropic's and OpenAI's tool formats have no output schema).
+    model_view = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in listed.tools
+    ]
     return {
         "tools/list": wire_json(listed),
+        "  as a model sees it": compact_json(model_view),
         f"hybrid_search ({hits} hits)": wire_json(search),
         "embed (1 vector)": wire_json(embed),
     }

@@ -116,8 +116,8 @@ async def test_tools_have_annotations_and_schemas(layout: StoreLayout) -> None:
     assert set(tools) == READ_ONLY | DESTRUCTIVE | WRITES
     for name, tool in tools.items():
         ann = tool.annotations
-        assert ann is not None and ann.title, name
-        assert ann.read_only_hint is (name in READ_ONLY), name
+        assert ann is not None and tool.title, name
+        assert bool(ann.read_only_hint) is (name in READ_ONLY), name  # absent = false
         if name not in READ_ONLY:
             assert ann.destructive_hint is (name in DESTRUCTIVE), name
         assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
@@ -136,7 +136,7 @@ async def test_ingest(layout: StoreLayout) -> None:
         assert tagged["total"] == total
         assert {c["knowledge_type"] for c in tagged["chunks"]} == {"principle"}
         again = await call(client, "ingest", file_paths=["fusion.md"])
-        assert again["results"][0]["status"] == "unchanged" and again["index"] is None
+        assert again["results"][0]["status"] == "unchanged" and "index" not in again
 
         (layout.docs / "new.md").write_text("# New\n\nA fresh note about tantivy.\n")
         text = await refused(
@@ -209,7 +209,7 @@ async def test_hybrid_search(layout: StoreLayout) -> None:
             client, "ingest", file_paths=["decay.md"], metadata={"knowledge_type": "principle"}
         )
         plain = await call(client, "hybrid_search", query="reciprocal rank fusion", top_k=2)
-        assert plain["stats"] is None and len(plain["chunks"]) == 2
+        assert "stats" not in plain and len(plain["chunks"]) == 2
         assert "fusion" in plain["chunks"][0]["content"].lower()
 
         tagged = await call(client, "hybrid_search", query="knowledge", tags=["ir"], top_k=10)
@@ -309,7 +309,7 @@ async def test_set_chunk_tags_and_find_by_tag(layout: StoreLayout) -> None:
         cleared = await call(
             client, "set_chunk_tags", doc_id=doc, chunk_index=0, clear=["importance"]
         )
-        assert cleared["importance"] is None and cleared["knowledge_type"] == "paper"
+        assert "importance" not in cleared and cleared["knowledge_type"] == "paper"
         limited = await call(client, "find_by_tag", tag="orig", limit=1)
         assert len(limited["chunks"]) == 1 and limited["total"] > 1
 
@@ -375,7 +375,7 @@ async def test_update_and_rebuild_index(layout: StoreLayout) -> None:
     async with serve(layout) as client:
         first = await call(client, "ingest_text", text=FUSION, title="fusion")
         chunks = first["results"][0]["chunks"]
-        assert first["index"] is None
+        assert "index" not in first
         published = await call(client, "update_index")
         assert (published["version"], published["added"]) == (1, chunks)
         assert (await call(client, "update_index"))["kind"] == "noop"
@@ -425,7 +425,7 @@ async def test_forgetting_and_restore(layout: StoreLayout) -> None:
 
         before = snapshot(layout)
         dry = await call(client, "run_forgetting_batch")
-        assert dry["dry_run"] and dry["candidates"] == old["chunks"] and dry["run_id"] is None
+        assert dry["dry_run"] and dry["candidates"] == old["chunks"] and "run_id" not in dry
         assert snapshot(layout) == before, "a dry run changed the store"
         await refused(
             client,

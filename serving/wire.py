@@ -1,0 +1,125 @@
+"""What goes on the wire: compact results and compact schemas.
+
+An agent pays for ``tools/list`` on every turn and for each result once, so
+neither should carry what says nothing: a result is dumped once, without the
+fields that hold their schema default (absent means the default), and sent as
+``structuredContent`` plus the same JSON, compact, as text (for clients that
+read only text). Schemas lose pydantic's generated ``title`` keywords and the
+``null`` arm of optional fields (an optional field is one that is not
+required). ``python -m serving.wire_size`` measures the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec
+
+import numpy as np
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+P = ParamSpec("P")
+
+SIGNIFICANT_DIGITS = 4
+_NULL = {"type": "null"}
+# Keys whose value maps names to schemas, not keywords to values.
+_NAME_MAPS = ("properties", "$defs", "patternProperties")
+
+
+# ----------------------------------------------------------------------------- results
+def round_sig(value: float) -> float:
+    """``value`` to 4 significant digits: scores and timings, whose further digits are noise."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def float32_list(vector: np.ndarray) -> list[float]:
+    """A float32 vector as the shortest decimals that read back to the same float32 values.
+
+    ``tolist()`` would print each as a float64 (0.12456822395324707 for 0.124568224):
+    twice the characters, and the extra digits are not in the vector.
+    """
+    return [float(s) for s in np.asarray(vector, dtype=np.float32).astype(str)]
+
+
+def compact_json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def to_result(model: BaseModel) -> CallToolResult:
+    """A tool's return value as the client receives it: structured, and the same JSON as text."""
+    data = model.model_dump(mode="json", exclude_defaults=True)
+    return CallToolResult(content=[TextContent(text=compact_json(data))], structured_content=data)
+
+
+def as_result(fn: Callable[P, BaseModel]) -> Callable[P, CallToolResult]:
+    """Wrap a tool so its model is sent by ``to_result``.
+
+    The wrapper keeps ``fn``'s signature (``__wrapped__``), so the SDK still derives
+    the output schema from ``fn``'s return type and validates the structured content
+    against it.
+    """
+
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        return to_result(fn(*args, **kwargs))
+
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(fn, "__name__", "tool")
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+# ----------------------------------------------------------------------------- schemas
+def compact_schema(schema: Mapping[str, Any], *, closed: bool = False) -> dict[str, Any]:
+    """``schema`` without what its types already say; ``closed`` adds additionalProperties: false.
+
+    * ``title`` keywords pydantic generates from field and class names go;
+    * an optional field's ``anyOf: [X, null]`` with ``default: null`` becomes ``X``
+      (the field is optional because it is not required; results leave it out);
+    * ``anyOf`` of bare types becomes one ``type`` list (integer folded into number);
+    * an enum's class docstring goes (its values are the documentation; the fields
+      that use it keep their own descriptions).
+    """
+    out = _compact(dict(schema))
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def _compact(node: Any, names: bool = False) -> Any:
+    if isinstance(node, list):
+        return [_compact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if names:
+        return {name: _compact(value) for name, value in node.items()}
+    out = {
+        key: _compact(value, names=key in _NAME_MAPS)
+        for key, value in node.items()
+        if key != "title"
+    }
+    if "enum" in out:
+        out.pop("description", None)
+    return _simplify(out)
+
+
+def _simplify(node: dict[str, Any]) -> dict[str, Any]:
+    arms = node.get("anyOf")
+    if not isinstance(arms, list):
+        return node
+    if _NULL in arms and "default" in node and node["default"] is None:
+        arms = [a for a in arms if a != _NULL]
+        node = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+        if len(arms) == 1:
+            return _simplify({**arms[0], **node})
+        node["anyOf"] = arms
+    if all(isinstance(a, dict) and set(a) == {"type"} for a in arms):
+        types = [a["type"] for a in arms]
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        return {"type": types[0] if len(types) == 1 else types, **rest}
+    return node
