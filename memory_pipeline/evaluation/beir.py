@@ -30,11 +30,11 @@ import sqlalchemy as sa
 
 from memory_pipeline.config import Settings, default_cache_dir
 from memory_pipeline.embedding.base import Embedder
-from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.errors import InvalidInputError, MemoryError_
 from memory_pipeline.ingest.chunking import chunk_document
 from memory_pipeline.ingest.loaders import normalized_content_hash
-from memory_pipeline.store import now_utc
-from memory_pipeline.store.schema import Document
+from memory_pipeline.store import Store, now_utc
+from memory_pipeline.store.engine import sqlite_url
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import DocumentInfo, NewChunk
 
@@ -236,8 +236,7 @@ def open_beir_memory(
         return BuiltMemory(
             system, path, True, info["documents"], info["chunks"], 0, time.perf_counter() - started
         )
-    with system.store.read() as s:
-        have = set(s.scalars(sa.select(Document.doc_id)))
+    have = system.store.document_ids()
     todo = [d for d in build_order(ds) if d.doc_id not in have]
     deadline = None if embed_budget is None else started + embed_budget
     cache = VectorCache(cache_root, embedder.model_id)
@@ -311,19 +310,18 @@ class VectorCache:
         for db in sorted(cache_root.glob(f"*-{_slug(self.model_id)}/memory.db")):
             if db.parent.name in done or not (db.parent / "complete.json").exists():
                 continue
-            src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
             try:
-                rows = src.execute(
-                    "SELECT c.content, e.vector FROM chunks c JOIN embeddings e "
-                    "ON e.chunk_id = c.id WHERE e.model_id = ?",
-                    (self.model_id,),
-                )
+                src = Store(sqlite_url(db))
+            except (MemoryError_, sa.exc.SQLAlchemyError):
+                continue  # not a memory of ours (or another schema): nothing to take
+            try:
                 self._db.executemany(
                     "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
-                    ((self.key(text), blob) for text, blob in rows),
+                    (
+                        (self.key(text), blob)
+                        for text, blob in src.iter_content_vectors(self.model_id)
+                    ),
                 )
-            except sqlite3.Error:
-                continue  # not a memory of ours (or another schema): nothing to take
             finally:
                 src.close()
             self._db.execute("INSERT INTO seeded VALUES (?)", (db.parent.name,))

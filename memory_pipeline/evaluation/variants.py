@@ -12,13 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sqlalchemy as sa
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.index.dense import search_segments
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.search.pipeline import SearchParams
-from memory_pipeline.store.schema import Chunk
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 
@@ -40,9 +38,7 @@ class ChunkDirectory:
     """chunk id → (doc id, chunk index) for live chunks, read once per evaluation."""
 
     def __init__(self, system: MemorySystem) -> None:
-        with system.store.conn() as c:
-            rows = c.execute(sa.select(Chunk.id, Chunk.doc_id, Chunk.chunk_index)).all()
-        self._map = {int(i): (str(d), int(n)) for i, d, n in rows}
+        self._map = system.store.chunk_positions()
 
     def refs(self, ids: Sequence[int]) -> list[ChunkRef]:
         """Refs in the given order; ids no longer live are dropped, as search does."""

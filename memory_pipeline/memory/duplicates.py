@@ -18,12 +18,10 @@ from typing import Any, Literal
 
 import faiss
 import numpy as np
-import sqlalchemy as sa
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.memory.health import iter_vector_rows, render_table
+from memory_pipeline.memory.health import render_table
 from memory_pipeline.store import Store
-from memory_pipeline.store.schema import Chunk, Document
 
 NEIGHBOURS = 5
 QUERY_BATCH = 4096
@@ -106,19 +104,9 @@ class DuplicateReport:
 
 def document_groups(store: Store) -> list[DocumentGroup]:
     """Documents sharing a normalised content hash, oldest first within a group."""
-    repeated = (
-        sa.select(Document.normalized_hash)
-        .group_by(Document.normalized_hash)
-        .having(sa.func.count() > 1)
-    )
-    with store.conn() as c:
-        rows = c.execute(
-            sa.select(Document.normalized_hash, Document.doc_id, Document.source, Document.title)
-            .where(Document.normalized_hash.in_(repeated))
-            .order_by(Document.normalized_hash, Document.created_at, Document.doc_id)
-        ).all()
+    rows = store.repeated_documents()
     return [
-        DocumentGroup(str(h), [DocumentRef(r.doc_id, r.source, r.title) for r in members])
+        DocumentGroup(h, [DocumentRef(r.doc_id, r.source, r.title) for r in members])
         for h, members in itertools.groupby(rows, key=lambda r: r.normalized_hash)
     ]
 
@@ -132,7 +120,7 @@ def _load_vectors(store: Store, model_id: str) -> tuple[np.ndarray, np.ndarray, 
     ids: list[int] = []
     blobs: list[bytes] = []
     skipped = 0
-    for rows in iter_vector_rows(store, model_id):
+    for rows in store.iter_vector_rows(model_id):
         for cid, row_dim, blob in rows:
             if row_dim == dim and len(blob) == 4 * dim:
                 ids.append(int(cid))
@@ -189,18 +177,6 @@ def _similar_pairs(
     return pairs, method
 
 
-def _chunk_meta(store: Store, ids: list[int]) -> dict[int, tuple[str, str]]:
-    out: dict[int, tuple[str, str]] = {}
-    with store.conn() as c:
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start : start + _BATCH]
-            for cid, doc_id, sha in c.execute(
-                sa.select(Chunk.id, Chunk.doc_id, Chunk.content_sha).where(Chunk.id.in_(batch))
-            ):
-                out[int(cid)] = (str(doc_id), str(sha))
-    return out
-
-
 def duplicate_audit(
     store: Store,
     model_id: str,
@@ -223,7 +199,7 @@ def duplicate_audit(
     found, method = _similar_pairs(ids, mat, threshold, exact_limit)
     ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
     kept = ranked[:max_pairs]
-    meta = _chunk_meta(store, sorted({i for (a, b), _ in kept for i in (a, b)}))
+    meta = store.chunk_doc_and_sha(sorted({i for (a, b), _ in kept for i in (a, b)}))
     pairs = [
         ChunkPair(
             chunk_a=a,

@@ -12,20 +12,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import sqlalchemy as sa
 
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
-from memory_pipeline.store.schema import Chunk, Embedding
 
 Severity = Literal["ok", "info", "warning", "error"]
 EXAMPLES = 5
@@ -191,33 +189,11 @@ def check_membership(ctx: _Context) -> list[HealthFinding]:
 
 
 def check_missing_vectors(ctx: _Context) -> list[HealthFinding]:
-    has_vector = sa.exists().where(
-        Embedding.chunk_id == Chunk.id, Embedding.model_id == ctx.model_id
-    )
-    with ctx.store.conn() as c:
-        ids = c.execute(sa.select(Chunk.id).where(~has_vector).order_by(Chunk.id)).scalars().all()
-    return [_finding("missing_vectors", ids, model=ctx.model_id)]
-
-
-def iter_vector_rows(store: Store, model_id: str) -> Iterator[list[Any]]:
-    """Raw (chunk_id, dim, blob) rows of one model in keyset batches.
-
-    Not ``Store.iter_vectors``: it reshapes a batch to one width and so fails (or
-    silently misreads) exactly the malformed rows a check must single out.
-    """
-    last = -1
-    while True:
-        with store.conn() as c:
-            rows = c.execute(
-                sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector)
-                .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
-                .order_by(Embedding.chunk_id)
-                .limit(_VECTOR_BATCH)
-            ).all()
-        if not rows:
-            return
-        last = int(rows[-1][0])
-        yield list(rows)
+    return [
+        _finding(
+            "missing_vectors", ctx.store.chunks_without_vector(ctx.model_id), model=ctx.model_id
+        )
+    ]
 
 
 def _expected_dim(ctx: _Context, models: dict[tuple[str, int], int]) -> int | None:
@@ -230,12 +206,12 @@ def _expected_dim(ctx: _Context, models: dict[tuple[str, int], int]) -> int | No
 
 
 def check_vectors(ctx: _Context) -> list[HealthFinding]:
-    models = _model_counts(ctx.store)
+    models = ctx.store.vector_counts()
     dim = _expected_dim(ctx, models)
     wrong: list[int] = []
     nonfinite: list[int] = []
     off_norm: list[int] = []
-    for rows in iter_vector_rows(ctx.store, ctx.model_id):
+    for rows in ctx.store.iter_vector_rows(ctx.model_id, _VECTOR_BATCH):
         good = [r for r in rows if r[1] == dim and len(r[2]) == 4 * (dim or 0)]
         wrong.extend(int(r[0]) for r in rows if r[1] != dim or len(r[2]) != 4 * (dim or 0))
         if not good:
@@ -253,21 +229,10 @@ def check_vectors(ctx: _Context) -> list[HealthFinding]:
     ]
 
 
-def _model_counts(store: Store) -> dict[tuple[str, int], int]:
-    # Not Store.embedding_models(): it keys by model alone and would hide a second dim.
-    with store.conn() as c:
-        rows = c.execute(
-            sa.select(Embedding.model_id, Embedding.dim, sa.func.count()).group_by(
-                Embedding.model_id, Embedding.dim
-            )
-        ).all()
-    return {(str(m), int(d)): int(n) for m, d, n in rows}
-
-
 def check_models(ctx: _Context) -> list[HealthFinding]:
     """One embedding space throughout (DESIGN §1): store, published index and embedder agree."""
     foreign: dict[str, int] = {}
-    for (m, _d), n in _model_counts(ctx.store).items():
+    for (m, _d), n in ctx.store.vector_counts().items():
         if m != ctx.model_id:
             foreign[m] = foreign.get(m, 0) + n
     findings: list[HealthFinding] = []

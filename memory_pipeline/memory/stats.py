@@ -10,13 +10,10 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
 from memory_pipeline.index import versions
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.memory.health import render_table
 from memory_pipeline.store import Store
-from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
 
 UNSET = "unset"
 TOP_TAGS = 10
@@ -135,34 +132,12 @@ def _reranker_in_use(status: str) -> bool:
     )
 
 
-def _by_knowledge_type(c: sa.Connection) -> list[KnowledgeTypeCount]:
-    docs = dict(
-        c.execute(
-            sa.select(Document.knowledge_type, sa.func.count()).group_by(Document.knowledge_type)
-        ).all()
-    )
-    chunks = dict(
-        c.execute(
-            sa.select(Chunk.knowledge_type, sa.func.count()).group_by(Chunk.knowledge_type)
-        ).all()
-    )
+def _by_knowledge_type(
+    docs: dict[str | None, int], chunks: dict[str | None, int]
+) -> list[KnowledgeTypeCount]:
     # Chunk-level overrides (set_chunk_tags) can name a type no document has, and vice versa.
     kinds = sorted(set(docs) | set(chunks), key=lambda k: (k is None, k or ""))
-    return [
-        KnowledgeTypeCount(k or UNSET, int(docs.get(k, 0)), int(chunks.get(k, 0))) for k in kinds
-    ]
-
-
-def _access_buckets(c: sa.Connection) -> tuple[dict[str, int], int]:
-    cases = []
-    for label, low, high in ACCESS_BUCKETS:
-        cond = Chunk.access_count >= low
-        if high is not None:
-            cond = sa.and_(cond, Chunk.access_count <= high)
-        cases.append(sa.func.sum(sa.case((cond, 1), else_=0)).label(label))
-    row = c.execute(sa.select(*cases, sa.func.sum(Chunk.access_count))).one()
-    buckets = {label: int(row[i] or 0) for i, (label, _lo, _hi) in enumerate(ACCESS_BUCKETS)}
-    return buckets, int(row[-1] or 0)
+    return [KnowledgeTypeCount(k or UNSET, docs.get(k, 0), chunks.get(k, 0)) for k in kinds]
 
 
 def _index_info(reader: IndexReader) -> IndexInfo | None:
@@ -188,46 +163,20 @@ def system_stats(
     store: Store, reader: IndexReader, *, embedder_id: str, reranker_status: str
 ) -> SystemStats:
     """Counts, coverage and usage of the memory plus what serves it; never writes."""
-    count = sa.func.count
-    with store.conn() as c:
-        documents = int(c.execute(sa.select(count()).select_from(Document)).scalar_one())
-        chunks = int(c.execute(sa.select(count()).select_from(Chunk)).scalar_one())
-        importance_set = int(
-            c.execute(sa.select(count()).where(Chunk.importance.is_not(None))).scalar_one()
-        )
-        tagged = int(c.execute(sa.select(count(sa.distinct(ChunkTag.chunk_id)))).scalar_one())
-        distinct_tags = int(c.execute(sa.select(count(sa.distinct(ChunkTag.tag)))).scalar_one())
-        top = c.execute(
-            sa.select(ChunkTag.tag, count().label("n"))
-            .group_by(ChunkTag.tag)
-            .order_by(sa.desc("n"), ChunkTag.tag)
-            .limit(TOP_TAGS)
-        ).all()
-        buckets, total_accesses = _access_buckets(c)
-        unindexed = int(
-            c.execute(
-                sa.select(count(sa.distinct(IndexChange.chunk_id)))
-                .join(Chunk, Chunk.id == IndexChange.chunk_id)
-                .where(IndexChange.op == "add")
-            ).scalar_one()
-        )
-        models = c.execute(
-            sa.select(Embedding.model_id, count()).group_by(Embedding.model_id)
-        ).all()
-        by_type = _by_knowledge_type(c)
+    counts = store.counts_report(ACCESS_BUCKETS, TOP_TAGS)
     in_use = _reranker_in_use(reranker_status)
     return SystemStats(
-        documents=documents,
-        chunks=chunks,
-        by_knowledge_type=by_type,
-        importance_set=importance_set,
-        tagged_chunks=tagged,
-        distinct_tags=distinct_tags,
-        top_tags=[(str(t), int(n)) for t, n in top],
-        access_buckets=buckets,
-        total_accesses=total_accesses,
-        unindexed_chunks=unindexed,
-        vectors_by_model={str(m): int(n) for m, n in models},
+        documents=counts.documents,
+        chunks=counts.chunks,
+        by_knowledge_type=_by_knowledge_type(counts.documents_by_type, counts.chunks_by_type),
+        importance_set=counts.importance_set,
+        tagged_chunks=counts.tagged_chunks,
+        distinct_tags=counts.distinct_tags,
+        top_tags=counts.top_tags,
+        access_buckets=counts.access_buckets,
+        total_accesses=counts.total_accesses,
+        unindexed_chunks=counts.unindexed_chunks,
+        vectors_by_model=counts.vectors_by_model,
         index=_index_info(reader),
         embedder=embedder_id or "none",
         reranker=reranker_status if in_use else "none",
