@@ -19,6 +19,7 @@ from typing import ParamSpec, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_pipeline.errors import MemoryError_
+from serving.hints import to_mcp
 
 # Starts the text of an error nobody anticipated (see tool_errors); tests look for it.
 UNEXPECTED = "unexpected error"
@@ -50,7 +51,7 @@ def tool_errors(fn: Callable[P, R], *, read_only: bool = False) -> Callable[P, R
         except ToolError:
             raise
         except MemoryError_ as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(to_mcp(str(exc))) from exc
         except OSError as exc:  # disk full, permissions on the store or index folder
             raise ToolError(f"storage error: {exc}; check the store and index paths") from exc
         except Exception as exc:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from memory_pipeline.metadata import KnowledgeType
+from serving.hints import McpText
 from serving.wire import round_sig
 
 
@@ -134,7 +135,7 @@ class SearchStatsOut(BaseModel):
     reranker: str
     guaranteed_added: int = 0
     importance_cut: int = 0
-    notes: list[str] = []
+    notes: list[McpText] = []
 
 
 class SearchOutput(BaseModel):
@@ -160,7 +161,7 @@ class IngestResultOut(BaseModel):
     embedded: int
     reused_vectors: int
     replaced_doc_id: str | None = None
-    message: str
+    message: McpText
 
 
 class IndexUpdateOut(BaseModel):
@@ -178,7 +179,7 @@ class IngestOutput(BaseModel):
     index: IndexUpdateOut | None = Field(
         default=None, description="the index update run after the ingest, if one ran"
     )
-    index_error: str | None = Field(
+    index_error: McpText | None = Field(
         default=None,
         description="the ingest is stored and searchable; only the index update failed",
     )
@@ -214,7 +215,7 @@ class DeleteOutput(BaseModel):
     doc_id: str
     chunks_removed: int
     index: IndexUpdateOut | None = None
-    index_error: str | None = None
+    index_error: McpText | None = None
 
 
 # ------------------------------------------------------------ maintenance reports
@@ -249,7 +250,7 @@ class ForgettingReportOut(_Report):
     examples: list[Candidate]
     archive_path: str
     index_version: int | None = None
-    index_error: str | None = None
+    index_error: McpText | None = None
     timings_s: dict[str, Rounded]
 
 
@@ -257,7 +258,7 @@ class SkippedChunk(_Report):
     old_chunk_id: int
     doc_id: str
     chunk_index: int
-    reason: str
+    reason: McpText
 
 
 class RestoreReportOut(_Report):
@@ -271,7 +272,7 @@ class RestoreReportOut(_Report):
     skipped: list[SkippedChunk] = []
     not_archived: list[int] = []
     index_version: int | None = None
-    index_error: str | None = None
+    index_error: McpText | None = None
     seconds: Rounded
 
 
@@ -279,7 +280,7 @@ class HealthFinding(_Report):
     check: str
     severity: Literal["ok", "info", "warning", "error"]
     count: int = 0
-    message: str
+    message: McpText
     examples: list[int | str] = []
 
 
@@ -331,5 +332,5 @@ class SystemStatsOut(_Report):
     index: IndexInfo | None = None
     embedder: str
     reranker: str
-    reranker_status: str
+    reranker_status: McpText
     generated_at: dt.datetime

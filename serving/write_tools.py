@@ -17,11 +17,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
 
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.memory.forgetting import ForgettingRefusedError
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import IngestResult
 from serving.errors import WriteLock
+from serving.hints import to_mcp
 from serving.paths import resolve_all
 from serving.schemas import (
     MAX_FILES,
@@ -199,7 +199,9 @@ class WriteTools:
         try:
             return self.update_index(), None
         except (MemoryError_, OSError) as exc:
-            return None, f"{exc} (the change is stored and searchable; run update_index later)"
+            return None, (
+                f"{to_mcp(str(exc))} (the change is stored and searchable; call update_index later)"
+            )
 
     # -------------------------------------------------------------- forgetting
     def run_forgetting_batch(
@@ -225,24 +227,18 @@ class WriteTools:
         dry_run=false only after they confirm. Archived chunks leave search but can
         be brought back with restore_archived(run_id=...).
         """
-        # A dry run only reads: it need not wait for other writes.
+        # A dry run only reads: it need not wait for other writes. Deliberately no `force`
+        # over MCP: going over max_fraction is a person's call (the refusal says so).
         gate = nullcontext() if dry_run else self.lock.held()
-        try:
-            with gate:
-                report = self.system.run_forgetting_batch(
-                    time_weight=time_weight,
-                    freq_weight=freq_weight,
-                    importance_threshold=importance_threshold,
-                    score_threshold=score_threshold,
-                    dry_run=dry_run,
-                    max_fraction=max_fraction,
-                )
-        except ForgettingRefusedError as exc:
-            # Deliberately no `force` over MCP: overriding the limit is a person's call.
-            raise ToolError(
-                f"{exc}. Over MCP there is no force: show the dry run to a person; they may "
-                "raise max_fraction here or run `memory-pipeline forget --apply --force`"
-            ) from exc
+        with gate:
+            report = self.system.run_forgetting_batch(
+                time_weight=time_weight,
+                freq_weight=freq_weight,
+                importance_threshold=importance_threshold,
+                score_threshold=score_threshold,
+                dry_run=dry_run,
+                max_fraction=max_fraction,
+            )
         return ForgettingReportOut.model_validate(report.to_dict())
 
     def restore_archived(

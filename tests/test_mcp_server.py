@@ -97,7 +97,7 @@ async def test_a_failed_index_update_after_a_write_is_reported_not_raised(
             )
         )
     assert out["results"][0]["status"] == "ingested" and "index" not in out  # None: left out
-    assert "cannot read" in out["index_error"] and "run update_index later" in out["index_error"]
+    assert "cannot read" in out["index_error"] and "call update_index later" in out["index_error"]
     assert system.store.counts()["documents"] == 2
 
 
