@@ -16,21 +16,19 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-import sqlalchemy as sa
 
 from memory_pipeline.store import Store, content_sha, now_utc
-from memory_pipeline.store.schema import ArchiveRestore, Document, ForgettingRun
+from memory_pipeline.store.forgetting import RUN_ARCHIVED, RUN_PENDING
 from memory_pipeline.types import ChunkRecord, DocumentInfo
 
 ARCHIVE_FILE = "chunks_archive.jsonl"
 RECORD_TYPE = "chunk"
-ARCHIVED = "archived"
-PENDING = "pending"
+ARCHIVED = RUN_ARCHIVED
+PENDING = RUN_PENDING
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
 _ARCHIVE_BATCH = 2_000  # chunks read (text, tags, vector) per round trip
 
@@ -205,21 +203,10 @@ def iter_archive(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
             yield number, record, None
 
 
-def run_statuses(store: Store) -> dict[str, str]:
-    with store.conn() as c:
-        rows = c.execute(sa.select(ForgettingRun.run_id, ForgettingRun.status))
-        return {str(r): str(s) for r, s in rows}
-
-
-def restored_keys(store: Store) -> set[str]:
-    with store.conn() as c:
-        return set(c.execute(sa.select(ArchiveRestore.archive_key)).scalars())
-
-
 def archived_records(store: Store, path: Path) -> Iterator[dict[str, Any]]:
     """Archive records that count as archived right now (see the module docstring)."""
-    statuses = run_statuses(store)
-    restored = restored_keys(store)
+    statuses = store.forgetting_run_statuses()
+    restored = store.restored_archive_keys()
     for _, record, _ in iter_archive(path):
         if record is None or record.get("type") != RECORD_TYPE:
             continue
@@ -255,7 +242,7 @@ def append_chunks(
             records = store.get_chunks(ids)
             found, matrix = store.vectors_for(ids, model_id)
             vectors = {int(i): matrix[row] for row, i in enumerate(found)}
-            docs.update(_documents(store, {r.doc_id for r in records.values()} - docs.keys()))
+            docs.update(store.documents_info({r.doc_id for r in records.values()} - docs.keys()))
             for chunk_id, reason, score in batch:
                 record = records.get(chunk_id)
                 document = docs.get(record.doc_id) if record else None
@@ -275,20 +262,3 @@ def append_chunks(
                 )
                 written.append(chunk_id)
     return written
-
-
-def _documents(store: Store, doc_ids: set[str]) -> dict[str, DocumentInfo]:
-    wanted = sorted(doc_ids)
-    names = [f.name for f in fields(DocumentInfo)]
-    out: dict[str, DocumentInfo] = {}
-    with store.conn() as c:
-        for start in range(0, len(wanted), _BATCH):
-            rows = c.execute(
-                sa.select(Document.__table__).where(
-                    Document.doc_id.in_(wanted[start : start + _BATCH])
-                )
-            )
-            out.update(
-                (row.doc_id, DocumentInfo(**{f: getattr(row, f) for f in names})) for row in rows
-            )
-    return out

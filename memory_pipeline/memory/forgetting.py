@@ -25,12 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from memory_pipeline.errors import InvalidInputError, MemoryError_
 from memory_pipeline.memory.archive import (
-    ARCHIVED,
-    PENDING,
     append_chunks,
     archived_keys,
     iter_archive,
@@ -38,7 +34,6 @@ from memory_pipeline.memory.archive import (
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import CutReason, MemoryFields, MemoryParams, memory_score
 from memory_pipeline.store import Store, now_utc
-from memory_pipeline.store.schema import Chunk, ForgettingRun, IndexChange
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
@@ -149,32 +144,32 @@ def _check(score_threshold: float, max_fraction: float, examples: int) -> None:
 def score_candidates(
     store: Store, params: MemoryParams, score_threshold: float, now: dt.datetime
 ) -> tuple[int, list[Candidate]]:
-    """One pass over a Core select of the memory columns: (live chunks, candidates)."""
-    stmt = sa.select(
-        Chunk.id,
-        Chunk.doc_id,
-        Chunk.chunk_index,
-        Chunk.knowledge_type,
-        Chunk.importance,
-        Chunk.access_count,
-        Chunk.created_at,
-        Chunk.source_date,
-    )
+    """One pass over every live chunk's memory columns: (live chunks, candidates)."""
     live = 0
     out: list[Candidate] = []
-    with store.conn() as c:
-        rows = (row for part in c.execute(stmt).partitions(10_000) for row in part)
-        for cid, doc_id, index, kind, importance, accesses, created, source_date in rows:
-            live += 1
-            fields = MemoryFields(kind, importance, accesses or 0, created, source_date)
-            ms = memory_score(fields, params, now)
-            if ms.cut is not None:
-                reason = ms.cut.value
-            elif ms.score is not None and ms.score < score_threshold:
-                reason = CutReason.SCORE.value
-            else:
-                continue
-            out.append(Candidate(int(cid), doc_id, index, kind, ms.score, reason, ms.age_days))
+    for row in store.iter_memory_rows():
+        live += 1
+        fields = MemoryFields(
+            row.knowledge_type, row.importance, row.access_count, row.created_at, row.source_date
+        )
+        ms = memory_score(fields, params, now)
+        if ms.cut is not None:
+            reason = ms.cut.value
+        elif ms.score is not None and ms.score < score_threshold:
+            reason = CutReason.SCORE.value
+        else:
+            continue
+        out.append(
+            Candidate(
+                row.chunk_id,
+                row.doc_id,
+                row.chunk_index,
+                row.knowledge_type,
+                ms.score,
+                reason,
+                ms.age_days,
+            )
+        )
     return live, out
 
 
@@ -268,19 +263,8 @@ def _archive_and_delete(
     """Steps 1–3 of the module docstring; on return the chunks are archived, not live."""
     assert report.run_id is not None
     run_id = report.run_id
-    with store.write() as s:
-        s.add(
-            ForgettingRun(
-                run_id=run_id,
-                created_at=now_utc(),
-                finished_at=None,
-                status=PENDING,
-                dry_run=False,
-                params=json.dumps(report.params, sort_keys=True),
-                n_candidates=len(candidates),
-                n_archived=0,
-            )
-        )
+    params_json = json.dumps(report.params, sort_keys=True)
+    store.start_forgetting_run(run_id, params_json, len(candidates), now_utc())
     entries = [(c.chunk_id, c.reason, c.score) for c in candidates]
     written = append_chunks(store, archive_path, embedder.model_id, run_id, entries)
     _delete_and_finish(store, run_id, written)
@@ -289,19 +273,4 @@ def _archive_and_delete(
 
 def _delete_and_finish(store: Store, run_id: str, ids: list[int]) -> None:
     """One transaction: the chunks go (tags and vectors cascade), the run counts as archived."""
-    deleted = 0
-    with store.write() as s:
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start : start + _BATCH]
-            result = s.execute(
-                sa.delete(Chunk)
-                .where(Chunk.id.in_(batch))
-                .execution_options(synchronize_session=False)
-            )
-            deleted += int(result.rowcount)  # type: ignore[attr-defined]
-            s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in batch])
-        s.execute(
-            sa.update(ForgettingRun)
-            .where(ForgettingRun.run_id == run_id)
-            .values(status=ARCHIVED, n_archived=deleted, finished_at=now_utc())
-        )
+    store.finish_forgetting_run(run_id, ids, now_utc())

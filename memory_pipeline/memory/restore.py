@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, MemoryError_, NotFoundError
 from memory_pipeline.memory.archive import (
@@ -27,17 +25,15 @@ from memory_pipeline.memory.archive import (
     chunk_row,
     decode_vector,
     document_row,
-    run_statuses,
 )
 from memory_pipeline.store import Store, content_sha, now_utc
-from memory_pipeline.store.schema import Base, Chunk, Document
+from memory_pipeline.store.forgetting import RestoredChunk
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
     from memory_pipeline.index.manager import IndexWriter
 
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
-_TABLES = Base.metadata.tables
 
 
 @dataclass(frozen=True)
@@ -119,9 +115,9 @@ def _selector(
 
 def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError:
     if run_id is not None:
-        status = run_statuses(store).get(run_id)
+        status = store.forgetting_run_statuses().get(run_id)
         if status is None:
-            why = "there is no such forgetting run (run ids are printed by `forget --apply`)"
+            why = "there is no such forgetting run (a real forgetting run reports its run_id)"
         elif status == PENDING:
             why = "that run was interrupted before it removed anything: its chunks are still live"
         else:
@@ -129,34 +125,6 @@ def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError
     else:
         why = "nothing archived matches (never archived, already restored, or from an interrupted run)"
     return NotFoundError(f"nothing to restore for {selector}: {why}")
-
-
-def _live_positions(
-    c: sa.Connection | Session, positions: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], int]:
-    """(doc_id, chunk_index) -> chunk id, for the given positions that hold a live chunk."""
-    wanted = set(positions)
-    by_doc: dict[str, set[int]] = {}
-    for doc_id, index in wanted:
-        by_doc.setdefault(doc_id, set()).add(index)
-    docs = sorted(by_doc)
-    out: dict[tuple[str, int], int] = {}
-    # doc_id IN (…) AND chunk_index IN (…) seeks the unique index; a row-value IN would
-    # scan it on SQLite. The result is a superset, filtered here.
-    step = _BATCH // 5
-    for start in range(0, len(docs), step):
-        batch = docs[start : start + step]
-        indexes = sorted(set().union(*(by_doc[d] for d in batch)))
-        for part in range(0, len(indexes), _BATCH):
-            rows = c.execute(
-                sa.select(Chunk.doc_id, Chunk.chunk_index, Chunk.id).where(
-                    Chunk.doc_id.in_(batch), Chunk.chunk_index.in_(indexes[part : part + _BATCH])
-                )
-            )
-            for d, i, cid in rows:
-                if (d, i) in wanted:
-                    out[(str(d), int(i))] = int(cid)
-    return out
 
 
 def _vectors(
@@ -186,58 +154,6 @@ def _vectors(
     matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     store.check_model(embedder.model_id, int(matrix.shape[1]))
     return matrix, reused, len(fresh)
-
-
-def _insert_restored(
-    s: Session, records: list[dict[str, Any]], vectors: np.ndarray, model_id: str
-) -> tuple[list[int], int]:
-    """Documents that went missing, then chunks with new ids, tags, vectors, queue, restores."""
-    if not records:
-        return [], 0
-    doc_ids = sorted({r["doc_id"] for r in records})
-    present = set(s.scalars(sa.select(Document.doc_id).where(Document.doc_id.in_(doc_ids))))
-    missing: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r["doc_id"] not in present and r["doc_id"] not in missing:
-            missing[r["doc_id"]] = document_row(r["doc_id"], r["document"])
-    # Core executemany on the tables: no ORM bookkeeping for thousands of plain rows.
-    c = s.connection()
-    if missing:
-        c.execute(sa.insert(_TABLES["documents"]), list(missing.values()))
-    # No RETURNING (row-at-a-time on SQLite): (doc_id, chunk_index) is unique, so the
-    # new ids are read back by position in the same transaction.
-    rows = [chunk_row(r) for r in records]
-    for start in range(0, len(rows), _BATCH):
-        c.execute(sa.insert(_TABLES["chunks"]), rows[start : start + _BATCH])
-    positions = [(r["doc_id"], int(r["chunk_index"])) for r in records]
-    by_position = _live_positions(c, positions)
-    ids = [by_position[p] for p in positions]
-    pairs = list(zip(ids, records, strict=True))
-    tags = [{"chunk_id": i, "tag": t} for i, r in pairs for t in r["tags"]]
-    if tags:
-        c.execute(sa.insert(_TABLES["chunk_tags"]), tags)
-    dim = int(vectors.shape[1])
-    c.execute(
-        sa.insert(_TABLES["embeddings"]),
-        [
-            {"chunk_id": i, "model_id": model_id, "dim": dim, "vector": v.tobytes()}
-            for i, v in zip(ids, vectors, strict=True)
-        ],
-    )
-    c.execute(sa.insert(_TABLES["index_changes"]), [{"chunk_id": i, "op": "add"} for i in ids])
-    when = now_utc()
-    c.execute(
-        sa.insert(_TABLES["archive_restores"]),
-        [
-            {
-                "archive_key": archive_key(r["run_id"], r["chunk_id"]),
-                "restored_at": when,
-                "new_chunk_id": i,
-            }
-            for i, r in pairs
-        ],
-    )
-    return ids, len(missing)
 
 
 def restore_archived(
@@ -275,19 +191,25 @@ def restore_archived(
                 "a later archived copy is restored instead",
             )
         )
-    with store.conn() as c:
-        live = set(_live_positions(c, chosen))
+    live = set(store.live_positions(chosen))
     todo = [r for position, r in chosen.items() if position not in live]
     if todo:
         vectors, report.reused_vectors, report.reembedded = _vectors(store, embedder, todo)
-        with store.write() as s:
-            # Checked again under the write lock: someone may have re-ingested meanwhile.
-            live |= set(_live_positions(s, ((r["doc_id"], int(r["chunk_index"])) for r in todo)))
-            keep = [(r["doc_id"], int(r["chunk_index"])) not in live for r in todo]
-            todo = [r for r, k in zip(todo, keep, strict=True) if k]
-            new_ids, report.documents_recreated = _insert_restored(
-                s, todo, vectors[np.asarray(keep, dtype=bool)], embedder.model_id
+        items = [
+            RestoredChunk(
+                document_row(r["doc_id"], r["document"]),
+                chunk_row(r),
+                tuple(r["tags"]),
+                archive_key(r["run_id"], r["chunk_id"]),
             )
+            for r in todo
+        ]
+        written = store.restore_chunks(items, vectors, embedder.model_id, now_utc())
+        kept = set(written.kept)
+        # Positions someone re-ingested meanwhile were skipped inside the transaction.
+        live |= {item.position for i, item in enumerate(items) if i not in kept}
+        todo = [todo[i] for i in written.kept]
+        new_ids, report.documents_recreated = written.new_ids, written.documents_recreated
         report.restored = len(new_ids)
         report.new_ids = {int(r["chunk_id"]): i for r, i in zip(todo, new_ids, strict=True)}
         try:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError, NotFoundError
 from memory_pipeline.store.engine import create_engine, migrate, writer
+from memory_pipeline.store.forgetting import ForgettingQueries
 from memory_pipeline.store.reports import ReportQueries
 from memory_pipeline.store.schema import (
     Chunk,
@@ -40,7 +41,7 @@ def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class Store(ReportQueries):
+class Store(ReportQueries, ForgettingQueries):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""
 
     def __init__(self, url: str) -> None:
