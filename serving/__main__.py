@@ -18,6 +18,7 @@ from pathlib import Path
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder, HashingEmbedder
 from memory_pipeline.errors import MemoryError_
+from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
 
@@ -26,7 +27,6 @@ log = logging.getLogger("serving")
 # Embedders chosen by name here; any other name goes to the library's default
 # (sentence-transformers). "hashing" is fast and deterministic, for tests.
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"hashing": HashingEmbedder}
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -36,10 +36,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         epilog=f"Storage: HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / HYBRID_RAG_DATABASE_URL. "
         f"Files ingest may read: {ROOTS_ENV_VAR} ({os.pathsep}-separated; default: the "
         "working directory); files with several hard links only with "
-        f"{HARD_LINKS_ENV_VAR}=1.",
+        f"{HARD_LINKS_ENV_VAR}=1. HTTP clients must send 'Authorization: Bearer <token>' "
+        f"when {TOKEN_ENV_VAR} is set.",
     )
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help=f"HTTP bind address (default 127.0.0.1; any other needs {TOKEN_ENV_VAR})",
+    )
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     p.add_argument("--model", help="embedding model (overrides HYBRID_RAG_EMBEDDING_MODEL)")
     p.add_argument(
@@ -74,8 +79,34 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def http_refusal(args: argparse.Namespace, token: str | None) -> str | None:
+    """Why the server must not start as asked, or None."""
+    if args.http and not is_loopback(args.host) and not token:
+        return (
+            f"refusing to serve HTTP on {args.host} without a token: anyone who can reach "
+            "that address could read and change the memory. Set "
+            f"{TOKEN_ENV_VAR}=<a long random secret> (clients then send 'Authorization: "
+            "Bearer <secret>'), or bind to 127.0.0.1"
+        )
+    return None
+
+
+def client_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` only says the stdio client closed its end (mid-call, say)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(client_gone(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError | ConnectionResetError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    token = os.environ.get(TOKEN_ENV_VAR, "").strip() or None
+    refusal = http_refusal(args, token)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
+    if args.http:
+        stop_on_sigterm()
     # Configured before MCPServer's own basicConfig, which then leaves it alone.
     logging.basicConfig(
         stream=sys.stderr,
@@ -113,19 +144,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         on_start=on_start,
         allow_hard_links=os.environ.get(HARD_LINKS_ENV_VAR, "").strip() == "1",
     )
-    if args.http and args.host not in LOOPBACK:
-        log.warning(
-            "serving on %s without authentication: anyone who reaches it can read and "
-            "change the memory",
-            args.host,
-        )
     try:
         if args.http:
-            server.run("streamable-http", host=args.host, port=args.port)
+            serve_http(
+                server, host=args.host, port=args.port, token=token, log_level=args.log_level
+            )
         else:
             server.run()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         pass
+    except BaseException as exc:
+        if not client_gone(exc):
+            raise
+        # The client went away mid-call: nobody is left to answer. Point fd 1 at /dev/null
+        # so the interpreter's last flush does not hit the closed pipe again.
+        log.info("the client closed the connection; stopping")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     finally:
         system.close()
     return 0

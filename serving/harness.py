@@ -85,6 +85,15 @@ def http_server(
     env: Mapping[str, str], cwd: Path, port: int, *args: str, timeout: float = 60.0
 ) -> Iterator[str]:
     """Run ``python -m serving --http`` on 127.0.0.1:port; yields its MCP URL."""
+    with http_process(env, cwd, port, *args, timeout=timeout) as (url, _proc, _log):
+        yield url
+
+
+@contextmanager
+def http_process(
+    env: Mapping[str, str], cwd: Path, port: int, *args: str, timeout: float = 60.0
+) -> Iterator[tuple[str, subprocess.Popen[bytes], IO[bytes]]]:
+    """``http_server`` that also yields the process and its stderr log (a file)."""
     cmd = [sys.executable, "-m", "serving", "--http", "--host", "127.0.0.1", "--port", str(port)]
     # stderr to a file, not a pipe: nobody reads a pipe while the server runs, and a full
     # pipe would block the server's logging.
@@ -92,9 +101,10 @@ def http_server(
         proc = subprocess.Popen([*cmd, *args], env=dict(env), cwd=cwd, stderr=log)
         try:
             _wait_until_listening(proc, port, timeout, log)
-            yield f"http://127.0.0.1:{port}/mcp"
+            yield f"http://127.0.0.1:{port}/mcp", proc, log
         finally:
-            proc.terminate()
+            if proc.poll() is None:
+                proc.terminate()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

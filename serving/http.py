@@ -1,0 +1,103 @@
+"""Streamable HTTP: the SDK's app, behind a bearer token when one is set, run by uvicorn.
+
+The SDK checks Host and Origin when bound to a loopback address, which stops
+web pages from reaching the server through the browser; it does not stop
+another user or process on the machine, nor anyone on the network when bound
+elsewhere. ``HYBRID_RAG_HTTP_TOKEN`` locks the endpoint: every request must carry
+``Authorization: Bearer <token>``; others get 401. The SDK's own auth hooks
+(``TokenVerifier`` with ``AuthSettings``) model an OAuth resource server and
+require an authorization server's issuer URL; a shared static token has none,
+so this is a small ASGI check instead.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import signal
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+TOKEN_ENV_VAR = "HYBRID_RAG_HTTP_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding to ``host`` keeps the server on this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
+
+
+class BearerToken:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    def allows(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        value = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+        scheme, _, given = value.partition(b" ")
+        # compare_digest takes time independent of where the strings differ.
+        return hmac.compare_digest(given.strip(), self._token) and scheme.lower() == b"bearer"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.allows(scope.get("headers", [])):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(
+            {
+                "error": "invalid_token",
+                "error_description": f"send Authorization: Bearer <the server's {TOKEN_ENV_VAR}>",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="hybrid-rag", error="invalid_token"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def serve_http(
+    server: MCPServer, *, host: str, port: int, token: str | None, log_level: str
+) -> None:
+    """Serve ``server`` over streamable HTTP on host:port until SIGINT or SIGTERM."""
+    app: Any = server.streamable_http_app(host=host)
+    if token:
+        app = BearerToken(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())
+    anyio.run(uvicorn.Server(config).serve)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: a request to stop, handled like Ctrl-C."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM end the process normally (exit 0) instead of killing it (exit 143).
+
+    Uvicorn handles SIGTERM itself while it serves (a graceful shutdown), then
+    raises the signal again once the previous handler is back; that handler is
+    this one, so the shutdown ends in ``Terminated`` and a normal exit. Before
+    uvicorn runs (models loading) it stops the start the same way.
+    """
+
+    def handle(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, handle)
