@@ -242,3 +242,19 @@ async def test_switches_that_change_what_is_written_take_only_json_booleans(
         assert snapshot(StoreLayout(tmp_path)) == before
         schema = next(t for t in (await client.list_tools()).tools if t.name == tool).input_schema
         assert schema["properties"][switch]["type"] == "boolean"
+
+
+@pytest.mark.anyio
+async def test_the_shipped_mcp_json_creates_its_data_folder(tmp_path: Path) -> None:
+    """With the defaults of .mcp.json, a checkout without data/ gets one (docs/mcp.md says so)."""
+    entry = json.loads((REPO / ".mcp.json").read_text())["mcpServers"]["hybrid-rag"]
+    outer = {k: v for k, v in StoreLayout(tmp_path).env().items() if not k.startswith("HYBRID")}
+    env = {**outer, **{k: expand(v, outer) for k, v in entry["env"].items()}}
+    env["HYBRID_RAG_EMBEDDING_MODEL"] = "hashing"
+    assert env["HYBRID_RAG_DB_PATH"] == "data/memory.db" and not (tmp_path / "data").exists()
+    params = StdioServerParameters(
+        command=str(REPO / entry["command"]), args=entry["args"], env=env, cwd=tmp_path
+    )
+    async with Client(params) as client:
+        assert (await client.list_tools()).tools
+    assert (tmp_path / "data" / "memory.db").exists() and (tmp_path / "data" / "indices").is_dir()

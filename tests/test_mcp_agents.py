@@ -1,0 +1,37 @@
+"""The subagents in .claude/agents call only tools that exist and that they are given."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from serving.harness import REPO
+from serving.server import TOOLS
+
+AGENTS = sorted((REPO / ".claude" / "agents").glob("*.md"))
+SERVER_TOOLS = {spec.name for spec in TOOLS}
+
+
+def front_matter_tools(text: str) -> set[str]:
+    match = re.search(r"^tools:\s*(.+)$", text, flags=re.M)
+    assert match, "no tools: line in the front matter"
+    return {t.strip() for t in match.group(1).split(",")}
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda p: p.stem)
+def test_an_agent_is_given_every_tool_it_is_told_to_call(agent: Path) -> None:
+    text = agent.read_text()
+    given = {
+        t.removeprefix("mcp__hybrid-rag__")
+        for t in front_matter_tools(text)
+        if t.startswith("mcp__hybrid-rag__")
+    }
+    assert given <= SERVER_TOOLS, f"no such tools: {given - SERVER_TOOLS}"
+    called = set(re.findall(r"`(\w+)\(", text)) & SERVER_TOOLS
+    assert called <= given, f"{agent.name} calls {called - given} without having them"
+
+
+def test_there_are_agents() -> None:
+    assert {p.stem for p in AGENTS} >= {"rag-memory", "doc-to-memory", "session-to-memory"}
