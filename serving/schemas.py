@@ -82,12 +82,12 @@ class ChunkIn(_Input):
     created_at: UTCDatetime
     knowledge_type: KnowledgeType | None = None
     importance: Weight | None = None
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: list[str] = Field(default_factory=list, max_length=1000)
     access_count: int = Field(default=0, ge=0)
     source_date: dt.date | None = None
     stage_scores: dict[str, float | int | None] = Field(default_factory=dict)
-    title: str | None = Field(default=None, max_length=1000)
-    source: str | None = Field(default=None, max_length=5000)
+    title: str | None = Field(default=None, max_length=10_000)
+    source: str | None = Field(default=None, max_length=10_000)
 
 
 # ----------------------------------------------------------------------------- results
