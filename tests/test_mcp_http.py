@@ -154,7 +154,7 @@ async def test_four_clients_fifty_mixed_calls(tmp_path: Path) -> None:
             pending = [
                 f for f in health["findings"] if f["check"] in ("pending", "pending_removal")
             ]
-            assert all(f["count"] == 0 for f in pending), pending
+            assert all(f.get("count", 0) == 0 for f in pending), pending  # 0: left out
             assert stats["unindexed_chunks"] == 0
             total = sum(sum(ledger.live.values()) for ledger in ledgers)
             assert stats["chunks"] == total + (await shared_chunk_count(client, check))
