@@ -117,7 +117,7 @@ def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError
     if run_id is not None:
         status = store.forgetting_run_statuses().get(run_id)
         if status is None:
-            why = "there is no such forgetting run (a real forgetting run reports its run_id)"
+            why = "there is no such forgetting run (run ids are printed by `forget --apply`)"
         elif status == PENDING:
             why = "that run was interrupted before it removed anything: its chunks are still live"
         else:

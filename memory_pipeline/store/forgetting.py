@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
+from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.schema import (
     ArchiveRestore,
     Base,
@@ -24,11 +25,6 @@ from memory_pipeline.store.schema import (
     IndexChange,
 )
 from memory_pipeline.types import DocumentInfo
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from sqlalchemy.orm import Session
 
 RUN_PENDING = "pending"
 RUN_ARCHIVED = "archived"
@@ -73,12 +69,7 @@ class RestoreWrite:
     documents_recreated: int
 
 
-class ForgettingQueries:
-    if TYPE_CHECKING:
-
-        def conn(self) -> AbstractContextManager[sa.Connection]: ...
-        def write(self) -> AbstractContextManager[Session]: ...
-
+class ForgettingQueries(StoreBase):
     def iter_memory_rows(self) -> Iterator[MemoryRow]:
         """Every live chunk's memory columns, streamed in one pass."""
         stmt = sa.select(

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
+from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.rows import BATCH
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-_BATCH = 900
 
 
 @dataclass(frozen=True)
@@ -46,12 +43,8 @@ class DocumentRow:
     title: str
 
 
-class ReportQueries:
+class ReportQueries(StoreBase):
     """Aggregates and raw rows for the read-only reports."""
-
-    if TYPE_CHECKING:
-
-        def conn(self) -> AbstractContextManager[sa.Connection]: ...
 
     def counts_report(
         self, access_buckets: Sequence[tuple[str, int, int | None]], top_tags: int
@@ -167,8 +160,8 @@ class ReportQueries:
         """chunk id -> (doc_id, content sha) for the live ones among ``ids``."""
         out: dict[int, tuple[str, str]] = {}
         with self.conn() as c:
-            for start in range(0, len(ids), _BATCH):
-                batch = list(ids[start : start + _BATCH])
+            for start in range(0, len(ids), BATCH):
+                batch = list(ids[start : start + BATCH])
                 for cid, doc_id, sha in c.execute(
                     sa.select(Chunk.id, Chunk.doc_id, Chunk.content_sha).where(Chunk.id.in_(batch))
                 ):

@@ -1,0 +1,154 @@
+"""The index-change queue, consistent snapshots for the index writer, index versions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.rows import batched, now_utc, stack_vectors
+from memory_pipeline.store.schema import Chunk, Embedding, IndexChange, IndexVersion
+
+
+@dataclass(frozen=True)
+class PendingChanges:
+    """Queued index changes: their sequence numbers and the chunk ids added and deleted."""
+
+    seqs: np.ndarray
+    adds: np.ndarray
+    deletes: np.ndarray
+
+    def __bool__(self) -> bool:
+        return bool(len(self.seqs))
+
+
+class Reads:
+    """Reads over one connection; inside ``Store.snapshot`` they share one snapshot."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self.conn = conn
+
+    def pending_changes(self) -> PendingChanges:
+        rows = self.conn.execute(
+            sa.select(IndexChange.seq, IndexChange.chunk_id, IndexChange.op)
+        ).all()
+        seqs = np.asarray([r[0] for r in rows], dtype=np.int64)
+        adds = np.unique(np.asarray([r[1] for r in rows if r[2] == "add"], dtype=np.int64))
+        dels = np.unique(np.asarray([r[1] for r in rows if r[2] == "del"], dtype=np.int64))
+        return PendingChanges(seqs, adds, dels)
+
+    def change_seqs(self) -> np.ndarray:
+        seqs = self.conn.execute(sa.select(IndexChange.seq)).scalars().all()
+        return np.asarray(seqs, dtype=np.int64)
+
+    def live_ids(self, ids: Iterable[int]) -> set[int]:
+        live: set[int] = set()
+        for batch in batched(list({int(i) for i in ids})):
+            live.update(self.conn.execute(sa.select(Chunk.id).where(Chunk.id.in_(batch))).scalars())
+        return live
+
+    def all_ids(self) -> np.ndarray:
+        ids = self.conn.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
+        return np.asarray(ids, dtype=np.int64)
+
+    def contents(self, ids: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for batch in batched(list(ids)):
+            rows = self.conn.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch)))
+            out.update((int(cid), text) for cid, text in rows)
+        return out
+
+    def vectors_for(self, ids: Sequence[int], model_id: str) -> tuple[np.ndarray, np.ndarray]:
+        found: list[int] = []
+        blobs: list[bytes] = []
+        for batch in batched(list(ids)):
+            for cid, blob in self.conn.execute(
+                sa.select(Embedding.chunk_id, Embedding.vector).where(
+                    Embedding.model_id == model_id, Embedding.chunk_id.in_(batch)
+                )
+            ):
+                found.append(int(cid))
+                blobs.append(blob)
+        return np.asarray(found, dtype=np.int64), stack_vectors(blobs)
+
+
+class ChangeQueries(StoreBase):
+    @contextmanager
+    def snapshot(self) -> Iterator[Reads]:
+        """Reads that all see the database as it was at one instant.
+
+        The index writer reads queued changes, live ids, vectors and texts in
+        several statements; a writer committing between two of them (a delete, an
+        ingest) must not make those reads disagree. SQLite in WAL mode keeps one
+        snapshot for a whole read transaction; PostgreSQL needs REPEATABLE READ.
+        """
+        with self.engine.connect() as conn:
+            if self.backend == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield Reads(conn)
+
+    def pending_changes(self) -> PendingChanges:
+        """The changes not yet taken in by the index."""
+        with self.conn() as c:
+            return Reads(c).pending_changes()
+
+    def last_change(self) -> int:
+        with self.conn() as c:
+            return int(c.execute(sa.select(sa.func.max(IndexChange.seq))).scalar() or 0)
+
+    def pending_adds(self) -> list[int]:
+        """Live chunks that the published index may not hold yet."""
+        with self.conn() as c:
+            # A join, not IN (SELECT ...): the queue is usually tiny and must drive the plan.
+            stmt = (
+                sa.select(IndexChange.chunk_id)
+                .join(Chunk, Chunk.id == IndexChange.chunk_id)
+                .where(IndexChange.op == "add")
+                .distinct()
+            )
+            return [int(i) for i in c.execute(stmt).scalars()]
+
+    def clear_changes(self, seqs: Sequence[int] | np.ndarray) -> None:
+        """Forget the queued changes the published index has taken in (idempotent).
+
+        By their sequence numbers, not "everything up to the last one": on
+        PostgreSQL a transaction that drew a lower number may commit after the
+        index read the queue, and its change must stay queued.
+        """
+        if not len(seqs):
+            return
+        with self.write() as s:
+            for batch in batched([int(q) for q in seqs]):
+                s.execute(sa.delete(IndexChange).where(IndexChange.seq.in_(batch)))
+
+    def record_index_version(
+        self,
+        *,
+        version: int,
+        model_id: str,
+        dim: int,
+        n_dense: int,
+        n_sparse: int,
+        kind: str,
+        added: int,
+        removed: int,
+    ) -> None:
+        with self.write() as s:
+            s.merge(
+                IndexVersion(
+                    version=version,
+                    model_id=model_id,
+                    dim=dim,
+                    n_dense=n_dense,
+                    n_sparse=n_sparse,
+                    kind=kind,
+                    added=added,
+                    removed=removed,
+                    created_at=now_utc(),
+                )
+            )

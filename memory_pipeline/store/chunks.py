@@ -1,0 +1,135 @@
+"""Chunks and their tags: reads by id, document and filter; memory fields; access counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.errors import NotFoundError
+from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.changes import Reads
+from memory_pipeline.store.rows import CHUNKS_BY_ID, batched, chunk_record, now_utc, tags_for
+from memory_pipeline.store.schema import Chunk, ChunkTag
+from memory_pipeline.types import ChunkRecord, SearchFilters
+
+_UNSET: Any = object()
+
+
+class ChunkQueries(StoreBase):
+    def get_chunks(self, ids: Iterable[int]) -> dict[int, ChunkRecord]:
+        id_list = list(dict.fromkeys(int(i) for i in ids))
+        out: dict[int, ChunkRecord] = {}
+        if not id_list:
+            return out
+        with self.conn() as c:
+            tags = tags_for(c, id_list)
+            for batch in batched(id_list):
+                for row in c.execute(CHUNKS_BY_ID, {"ids": list(batch)}):
+                    out[row.id] = chunk_record(row, tags.get(row.id, ()))
+        return out
+
+    def document_chunks(self, doc_id: str) -> list[ChunkRecord]:
+        with self.read() as s:
+            rows = s.scalars(
+                sa.select(Chunk).where(Chunk.doc_id == doc_id).order_by(Chunk.chunk_index)
+            ).all()
+            tags = tags_for(s, [r.id for r in rows])
+            return [chunk_record(r, tags.get(r.id, ())) for r in rows]
+
+    def contents(self, ids: Sequence[int]) -> dict[int, str]:
+        with self.conn() as c:
+            return Reads(c).contents(ids)
+
+    def live_ids(self, ids: Iterable[int]) -> set[int]:
+        with self.conn() as c:
+            return Reads(c).live_ids(ids)
+
+    def all_ids(self) -> np.ndarray:
+        with self.conn() as c:
+            return Reads(c).all_ids()
+
+    def filter_ids(self, filters: SearchFilters) -> np.ndarray:
+        """Ids of live chunks matching every filter (tags: all of them must be present)."""
+        return self._ids(_filtered(sa.select(Chunk.id), filters))
+
+    def guaranteed_ids(
+        self, knowledge_types: Sequence[str], min_importance: float, filters: SearchFilters
+    ) -> np.ndarray:
+        """Chunks a search always considers: these types or this important, within filters."""
+        wanted = sa.or_(
+            Chunk.knowledge_type.in_(list(knowledge_types)), Chunk.importance >= min_importance
+        )
+        return self._ids(_filtered(sa.select(Chunk.id).where(wanted), filters))
+
+    def _ids(self, stmt: sa.Select[Any]) -> np.ndarray:
+        with self.conn() as c:
+            ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
+        return np.asarray(ids, dtype=np.int64)
+
+    def find_by_tag(self, tag: str) -> list[ChunkRecord]:
+        with self.read() as s:
+            ids = list(s.scalars(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
+        records = self.get_chunks(ids)
+        return sorted(records.values(), key=lambda r: (r.doc_id, r.chunk_index))
+
+    def set_chunk_tags(
+        self,
+        doc_id: str,
+        chunk_index: int,
+        *,
+        importance: float | None = _UNSET,
+        knowledge_type: str | None = _UNSET,
+        tags: Sequence[str] | None = None,
+    ) -> ChunkRecord:
+        """Change a chunk's memory fields; vectors and indices are untouched."""
+        with self.write() as s:
+            row = s.scalar(
+                sa.select(Chunk).where(Chunk.doc_id == doc_id, Chunk.chunk_index == chunk_index)
+            )
+            if row is None:
+                raise NotFoundError(
+                    f"no chunk {chunk_index} in document {doc_id!r}; list them with get_document_chunks"
+                )
+            if importance is not _UNSET:
+                row.importance = importance
+            if knowledge_type is not _UNSET:
+                row.knowledge_type = knowledge_type
+            if tags is not None:
+                s.execute(sa.delete(ChunkTag).where(ChunkTag.chunk_id == row.id))
+                if tags:
+                    s.execute(sa.insert(ChunkTag), [{"chunk_id": row.id, "tag": t} for t in tags])
+            chunk_id = row.id
+        return self.get_chunks([chunk_id])[chunk_id]
+
+    def record_access(self, ids: Sequence[int], when: dt.datetime | None = None) -> None:
+        if not ids:
+            return
+        when = when or now_utc()
+        with self.write() as s:
+            s.execute(
+                sa.update(Chunk)
+                .where(Chunk.id.in_(list(ids)))
+                .values(access_count=Chunk.access_count + 1, last_accessed_at=when)
+            )
+
+
+def _filtered(stmt: sa.Select[Any], filters: SearchFilters) -> sa.Select[Any]:
+    if filters.knowledge_types:
+        stmt = stmt.where(Chunk.knowledge_type.in_(filters.knowledge_types))
+    if filters.doc_ids:
+        stmt = stmt.where(Chunk.doc_id.in_(filters.doc_ids))
+    if filters.created_after:
+        stmt = stmt.where(Chunk.created_at >= filters.created_after)
+    if filters.created_before:
+        stmt = stmt.where(Chunk.created_at <= filters.created_before)
+    if filters.source_date_from:
+        stmt = stmt.where(Chunk.source_date >= filters.source_date_from)
+    if filters.source_date_to:
+        stmt = stmt.where(Chunk.source_date <= filters.source_date_to)
+    for tag in filters.tags:
+        stmt = stmt.where(Chunk.id.in_(sa.select(ChunkTag.chunk_id).where(ChunkTag.tag == tag)))
+    return stmt

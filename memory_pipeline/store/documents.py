@@ -1,0 +1,220 @@
+"""Documents: stored with their chunks, tags, vectors and queued index adds; replaced; deleted."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.rows import batched, content_sha, doc_info
+from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
+from memory_pipeline.types import DocumentInfo, NewChunk
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """What ``Store.store_document`` wrote: the new chunk ids and the versions it replaced."""
+
+    ids: list[int]
+    replaced: list[str]
+
+
+class DocumentQueries(StoreBase):
+    def get_document(self, doc_id: str) -> DocumentInfo | None:
+        with self.read() as s:
+            row = s.get(Document, doc_id)
+            return doc_info(row) if row else None
+
+    def document_labels(self, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """doc_id -> (title, source) for the given documents (those that exist)."""
+        wanted = list(dict.fromkeys(doc_ids))
+        out: dict[str, tuple[str, str]] = {}
+        with self.conn() as c:
+            for batch in batched(wanted):
+                rows = c.execute(_LABELS_BY_DOC, {"ids": list(batch)})
+                out.update((d, (t, src)) for d, t, src in rows)
+        return out
+
+    def documents_by_source(self, source: str) -> list[DocumentInfo]:
+        with self.read() as s:
+            rows = s.scalars(sa.select(Document).where(Document.source == source)).all()
+            return [doc_info(r) for r in rows]
+
+    def documents_without_source_date(self) -> list[DocumentInfo]:
+        with self.read() as s:
+            rows = s.scalars(sa.select(Document).where(Document.source_date.is_(None))).all()
+            return [doc_info(r) for r in rows]
+
+    def set_source_date(self, doc_id: str, day: dt.date, rule: str) -> int:
+        """Set a document's date and its chunks' (where unset); returns chunks changed."""
+        with self.write() as s:
+            s.execute(
+                sa.update(Document)
+                .where(Document.doc_id == doc_id)
+                .values(source_date=day, source_date_rule=rule)
+            )
+            result = s.execute(
+                sa.update(Chunk)
+                .where(Chunk.doc_id == doc_id, Chunk.source_date.is_(None))
+                .values(source_date=day)
+            )
+            return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def add_document(
+        self,
+        doc: DocumentInfo,
+        chunks: Sequence[NewChunk],
+        vectors: np.ndarray,
+        model_id: str,
+        tags: Sequence[str] = (),
+        replace: Sequence[str] = (),
+    ) -> list[int]:
+        """Store a document, its chunks, tags and vectors in one transaction.
+
+        ``replace`` names documents (an older version of the same source) that
+        are deleted in the same transaction, so a reader never sees both or neither.
+        """
+        vectors = _checked_vectors(chunks, vectors)
+        with self.write() as s:
+            for old in replace:
+                _delete_document(s, old)
+            return _insert_document(s, doc, chunks, vectors, model_id, tags)
+
+    def store_document(
+        self,
+        doc: DocumentInfo,
+        chunks: Sequence[NewChunk],
+        vectors: np.ndarray,
+        model_id: str,
+        tags: Sequence[str] = (),
+    ) -> StoredDocument | None:
+        """Store a document in place of every other version of its source, in one transaction.
+
+        Whether the content is already stored, and which versions it replaces, is
+        decided inside the write transaction: two writers storing the same file at
+        once see each other (the second gets ``None``: already stored), and never
+        leave two versions of one source.
+        """
+        vectors = _checked_vectors(chunks, vectors)
+        with self.write() as s:
+            if s.get(Document, doc.doc_id) is not None:
+                return None
+            older = list(
+                s.scalars(
+                    sa.select(Document.doc_id)
+                    .where(Document.source == doc.source)
+                    .order_by(Document.created_at)
+                )
+            )
+            for old in older:
+                _delete_document(s, old)
+            ids = _insert_document(s, doc, chunks, vectors, model_id, tags)
+            return StoredDocument(ids=ids, replaced=older)
+
+    def delete_document(self, doc_id: str) -> int:
+        """Delete a document with its chunks, tags and vectors; returns chunks removed."""
+        with self.write() as s:
+            n = _delete_document(s, doc_id)
+            if n is None:
+                raise NotFoundError(
+                    f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
+                )
+            return n
+
+    def counts(self) -> dict[str, int]:
+        with self.read() as s:
+            return {
+                "documents": int(s.scalar(sa.select(sa.func.count()).select_from(Document)) or 0),
+                "chunks": int(s.scalar(sa.select(sa.func.count()).select_from(Chunk)) or 0),
+            }
+
+
+def _checked_vectors(chunks: Sequence[NewChunk], vectors: np.ndarray) -> np.ndarray:
+    if len(chunks) != len(vectors):
+        raise InvalidInputError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _insert_document(
+    s: Session,
+    doc: DocumentInfo,
+    chunks: Sequence[NewChunk],
+    vectors: np.ndarray,
+    model_id: str,
+    tags: Sequence[str],
+) -> list[int]:
+    """Insert one document with its chunks, tags, vectors and queued index adds."""
+    dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
+    s.add(
+        Document(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            title=doc.title,
+            fmt=doc.fmt,
+            content_hash=doc.content_hash,
+            normalized_hash=doc.normalized_hash,
+            byte_size=doc.byte_size,
+            knowledge_type=doc.knowledge_type,
+            importance=doc.importance,
+            source_date=doc.source_date,
+            source_date_rule=doc.source_date_rule,
+            created_at=doc.created_at,
+            n_chunks=len(chunks),
+        )
+    )
+    s.flush()
+    rows = [
+        {
+            "doc_id": doc.doc_id,
+            "chunk_index": c.chunk_index,
+            "content": c.content,
+            "content_sha": content_sha(c.content),
+            "token_count": c.token_count,
+            "knowledge_type": doc.knowledge_type,
+            "importance": doc.importance,
+            "access_count": 0,
+            "created_at": doc.created_at,
+            "source_date": doc.source_date,
+        }
+        for c in chunks
+    ]
+    ids: list[int] = []
+    for batch in batched(rows):
+        result = s.execute(
+            sa.insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), list(batch)
+        )
+        ids.extend(int(i) for i in result.scalars())
+    if tags:
+        s.execute(sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags])
+    if ids:
+        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
+        s.execute(
+            sa.insert(Embedding),
+            [
+                {"chunk_id": i, "model_id": model_id, "dim": dim, "vector": v.tobytes()}
+                for i, v in zip(ids, vectors, strict=True)
+            ],
+        )
+    return ids
+
+
+def _delete_document(s: Session, doc_id: str) -> int | None:
+    """Delete one document (cascading to chunks, tags, vectors) and queue its chunk ids."""
+    ids = list(s.scalars(sa.select(Chunk.id).where(Chunk.doc_id == doc_id)))
+    result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        return None
+    if ids:
+        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
+    return len(ids)
+
+
+_LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source).where(
+    Document.doc_id.in_(sa.bindparam("ids", expanding=True))
+)

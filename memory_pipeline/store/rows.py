@@ -1,0 +1,94 @@
+"""Shared pieces of the store's modules: batching, row mapping, cached statements."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from memory_pipeline.store.schema import Chunk, ChunkTag, Document
+from memory_pipeline.types import ChunkRecord, DocumentInfo
+
+# SQLite caps bound parameters per statement; stay well below on every backend.
+BATCH = 900
+
+
+def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def content_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stack_vectors(blobs: Sequence[bytes]) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
+
+
+# Expanding bind parameters: one cached statement however many ids (hot search path).
+CHUNKS_BY_ID = sa.select(Chunk.__table__).where(
+    Chunk.__table__.c.id.in_(sa.bindparam("ids", expanding=True))
+)
+
+
+TAGS_BY_CHUNK = (
+    sa.select(ChunkTag.chunk_id, ChunkTag.tag)
+    .where(ChunkTag.chunk_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(ChunkTag.tag)
+)
+
+
+def tags_for(s: Session | sa.Connection, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    tags: dict[int, list[str]] = defaultdict(list)
+    for batch in batched(list(ids)):
+        for cid, tag in s.execute(TAGS_BY_CHUNK, {"ids": list(batch)}):
+            tags[int(cid)].append(tag)
+    return {k: tuple(v) for k, v in tags.items()}
+
+
+def chunk_record(row: Any, tags: tuple[str, ...]) -> ChunkRecord:
+    return ChunkRecord(
+        id=int(row.id),
+        doc_id=row.doc_id,
+        chunk_index=row.chunk_index,
+        content=row.content,
+        token_count=row.token_count,
+        knowledge_type=row.knowledge_type,
+        importance=row.importance,
+        tags=tags,
+        access_count=row.access_count,
+        last_accessed_at=row.last_accessed_at,
+        created_at=row.created_at,
+        source_date=row.source_date,
+    )
+
+
+def doc_info(row: Document) -> DocumentInfo:
+    return DocumentInfo(
+        doc_id=row.doc_id,
+        source=row.source,
+        title=row.title,
+        fmt=row.fmt,
+        content_hash=row.content_hash,
+        normalized_hash=row.normalized_hash,
+        byte_size=row.byte_size,
+        knowledge_type=row.knowledge_type,
+        importance=row.importance,
+        source_date=row.source_date,
+        source_date_rule=row.source_date_rule,
+        created_at=row.created_at,
+        n_chunks=row.n_chunks,
+    )

@@ -1,0 +1,75 @@
+"""Vectors: stored per chunk and model id, never mixed across embedding spaces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.changes import Reads
+from memory_pipeline.store.rows import batched, stack_vectors
+from memory_pipeline.store.schema import Chunk, Embedding
+
+
+class VectorQueries(StoreBase):
+    def vectors_for(self, ids: Sequence[int], model_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ids found, float32 matrix) for the given chunks under one model id."""
+        with self.conn() as c:
+            return Reads(c).vectors_for(ids, model_id)
+
+    def iter_vectors(
+        self, model_id: str, batch_size: int = 20_000
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every stored vector of a model, by ascending chunk id, in batches."""
+        last = -1
+        while True:
+            with self.read() as s:
+                rows = s.execute(
+                    sa.select(Embedding.chunk_id, Embedding.vector)
+                    .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
+                    .order_by(Embedding.chunk_id)
+                    .limit(batch_size)
+                ).all()
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            yield (
+                np.asarray([r[0] for r in rows], dtype=np.int64),
+                stack_vectors([r[1] for r in rows]),
+            )
+
+    def vectors_by_content(self, shas: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """Vectors already computed for identical chunk text under this model."""
+        wanted = list(set(shas))
+        out: dict[str, np.ndarray] = {}
+        with self.read() as s:
+            for batch in batched(wanted):
+                for sha, blob in s.execute(
+                    sa.select(Chunk.content_sha, Embedding.vector)
+                    .join(Embedding, Embedding.chunk_id == Chunk.id)
+                    .where(Embedding.model_id == model_id, Chunk.content_sha.in_(batch))
+                ):
+                    out.setdefault(sha, np.frombuffer(blob, dtype=np.float32))
+        return out
+
+    def embedding_models(self) -> dict[str, tuple[int, int]]:
+        """model id -> (dimension, vector count) for every model with stored vectors."""
+        with self.read() as s:
+            rows = s.execute(
+                sa.select(Embedding.model_id, Embedding.dim, sa.func.count()).group_by(
+                    Embedding.model_id, Embedding.dim
+                )
+            ).all()
+        return {str(m): (int(d), int(n)) for m, d, n in rows}
+
+    def check_model(self, model_id: str, dim: int) -> None:
+        """Refuse to mix embedding spaces in one store (DESIGN §1)."""
+        for other, (other_dim, n) in self.embedding_models().items():
+            if other != model_id or other_dim != dim:
+                raise ModelMismatchError(
+                    f"this store holds {n} vectors of model {other!r} (dim {other_dim}); the embedder "
+                    f"is {model_id!r} (dim {dim}). Use the same model, or re-embed into a new store."
+                )
