@@ -9,7 +9,6 @@ Vectors are stored as plain ``.npy`` (the source for merges); segments past
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,23 +16,10 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from memory_pipeline.durable import fsync_file, save_npy
+
 DEFAULT_IVF_THRESHOLD = 200_000
 IVF_NPROBE = 64
-
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with open(path, "wb") as fh:
-        np.save(fh, array)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def write_segment(
@@ -49,8 +35,8 @@ def write_segment(
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"segment {name}: {len(ids)} ids for vectors of shape {vectors.shape}")
-    _save_npy(directory / f"{name}.ids.npy", ids)
-    _save_npy(directory / f"{name}.vecs.npy", vectors)
+    save_npy(directory / f"{name}.ids.npy", ids)
+    save_npy(directory / f"{name}.vecs.npy", vectors)
     if len(ids) >= ivf_threshold:
         index = _build_ivf(ids, vectors)
         faiss.write_index(index, str(directory / f"{name}.ivf.faiss"))

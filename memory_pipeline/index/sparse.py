@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from memory_pipeline.durable import fsync_dir, write_bytes
 from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
 
 __all__ = [
@@ -287,7 +288,7 @@ class SparseIndex:
             try:
                 SparseIndex._clone_once(src, tmp)
                 os.replace(tmp, dst)  # replaces an empty dst directory atomically
-                _fsync_dir(dst.parent)
+                fsync_dir(dst.parent)
                 return
             except FileNotFoundError as exc:  # a file was garbage-collected by a commit in src
                 last_error = exc
@@ -327,9 +328,9 @@ class SparseIndex:
                     raise FileNotFoundError(
                         errno.ENOENT, "segment file vanished", f"{seg_id}.{ext}"
                     )
-        _write_durably(dst / _META, raw)
-        _write_durably(dst / _MANAGED, json.dumps([*linked, _META]).encode())
-        _fsync_dir(dst)
+        write_bytes(dst / _META, raw)
+        write_bytes(dst / _MANAGED, json.dumps([*linked, _META]).encode())
+        fsync_dir(dst)
 
     def _load_searcher(self) -> tantivy.Searcher:
         self._index.reload()
@@ -675,18 +676,3 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         if exc.errno in (errno.ENOENT,):
             raise
         shutil.copy2(src, dst)  # other file system, or no hard links there
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -30,6 +30,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from memory_pipeline.durable import fsync_dir, fsync_tree
 from memory_pipeline.errors import IndexBusyError, IndexError_
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 
@@ -86,14 +87,6 @@ class Manifest:
 
 def version_dir_name(version: int) -> str:
     return f"v{version:06d}"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_current(root: Path) -> tuple[Manifest, Path] | None:
@@ -158,7 +151,7 @@ def new_temp_dir(root: Path, version: int) -> Path:
 def publish(root: Path, tmp: Path, manifest: Manifest) -> Path:
     """Make ``tmp`` the published version: manifest, rename, then one rename of CURRENT."""
     (tmp / MANIFEST).write_text(manifest.to_json())
-    _fsync_tree(tmp)
+    fsync_tree(tmp)
     final = root / version_dir_name(manifest.version)
     if final.exists():  # debris of a crash after the rename but before CURRENT moved
         shutil.rmtree(final)
@@ -172,17 +165,6 @@ def publish(root: Path, tmp: Path, manifest: Manifest) -> Path:
     os.replace(pointer_tmp, root / CURRENT)
     fsync_dir(root)
     return final
-
-
-def _fsync_tree(path: Path) -> None:
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
 
 
 def clean_stale(root: Path, current_version: int | None, keep: int = KEEP_VERSIONS) -> None:

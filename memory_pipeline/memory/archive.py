@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from memory_pipeline.durable import fsync_dir
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.forgetting import RUN_ARCHIVED, RUN_PENDING
 from memory_pipeline.types import ChunkRecord, DocumentInfo
@@ -138,14 +139,6 @@ def chunk_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _ends_with_newline(path: Path) -> bool:
     with open(path, "rb") as fh:
         fh.seek(-1, os.SEEK_END)
@@ -181,7 +174,7 @@ def append_to_archive(path: Path) -> Iterator[ArchiveAppender]:
         os.fsync(fh.fileno())
     if created:
         for folder in [path.parent, *(p.parent for p in reversed(new_dirs))]:
-            _fsync_dir(folder)
+            fsync_dir(folder)
 
 
 def iter_archive(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:

@@ -1,0 +1,50 @@
+"""Durable file writes: data and directory entries on disk before anything depends on them.
+
+The one place the index versions, the BM25 index copies and the forgetting archive
+get their fsyncs from. A rename or a new file is durable only once its folder is
+fsynced too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries (new files, renames, deletions) durable."""
+    fsync_file(path)
+
+
+def fsync_tree(path: Path) -> None:
+    """Every file under ``path``, then every folder."""
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            fsync_file(Path(dirpath) / name)
+        fsync_dir(Path(dirpath))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and fsync it (not its folder)."""
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """``np.save`` to ``path``, fsynced."""
+    with open(path, "wb") as fh:
+        np.save(fh, array)
+        fh.flush()
+        os.fsync(fh.fileno())
