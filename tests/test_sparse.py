@@ -516,3 +516,18 @@ def test_scores_for_equals_search_scores_of_the_same_ids(corpus_index: SparseInd
     assert corpus_index.scores_for(query, [10_000]) == []  # not in the index
     with pytest.raises(InvalidInputError):
         corpus_index.scores_for(query, ["7"])  # type: ignore[list-item]
+
+
+def test_documents_alone_score_as_tantivy_would_index_them(tmp_path: Path) -> None:
+    """With nothing published, serving scores queued chunks by the same formula alone."""
+    from memory_pipeline.index import bm25
+
+    docs = [(i, c) for i, c in enumerate(CORPUS)]
+    index = build(tmp_path / "alone", docs)
+    for text in QUERIES:
+        query = dedupe(tokenize(text))
+        expected = index.search(query, 1000)
+        got = bm25.score_documents(query, docs)
+        assert [i for i, _ in got] == [i for i, _ in expected], text
+        for (_, a), (_, b) in zip(got, expected, strict=True):
+            assert a == pytest.approx(b, rel=REL_TOL)

@@ -33,12 +33,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import math
 import os
 import shutil
 import uuid
-from bisect import bisect_right
-from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +45,8 @@ import tantivy
 
 from memory_pipeline.durable import fsync_dir, write_bytes
 from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
+from memory_pipeline.index import bm25
+from memory_pipeline.index.bm25 import FIELD_NORMS_TABLE, quantize_length
 
 __all__ = [
     "BM25_B",
@@ -61,9 +60,8 @@ __all__ = [
 BODY_FIELD = "body"
 ID_FIELD = "chunk_id"
 
-#: tantivy's BM25 parameters (hard-coded in tantivy, not configurable).
-BM25_K1 = 1.2
-BM25_B = 0.75
+BM25_K1 = bm25.K1
+BM25_B = bm25.B
 
 #: Memory budget of the (single-threaded) tantivy writer. When it is full,
 #: tantivy writes a segment to disk (not a commit) and goes on.
@@ -74,30 +72,6 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _META = "meta.json"
 _MANAGED = ".managed.json"
 _LOCK_FILES = frozenset({".tantivy-meta.lock", ".tantivy-writer.lock"})
-
-
-def _decode_fieldnorm_id(code: int) -> int:
-    # tantivy/src/fieldnorm/code.rs (same scheme as Lucene's SmallFloat.byte4ToInt):
-    # ids below 24 are exact; above, 3 mantissa bits and an exponent.
-    if code < 24:
-        return code
-    b = code - 24
-    bits, shift = b & 0b111, b >> 3
-    return 24 + (bits if shift == 0 else (bits | 8) << (shift - 1))
-
-
-#: Document lengths tantivy can store: ``FIELD_NORMS_TABLE[id]`` for the 256
-#: one-byte ids; 0..40 exactly, then 42, 44, ..., 56, 60, 64, ...
-FIELD_NORMS_TABLE: tuple[int, ...] = tuple(_decode_fieldnorm_id(i) for i in range(256))
-
-
-def quantize_length(num_tokens: int) -> int:
-    """The document length tantivy uses in BM25 for a field of ``num_tokens`` tokens.
-
-    tantivy stores the length in one byte and rounds *down* to the nearest
-    representable value (``fieldnorm_to_id``).
-    """
-    return FIELD_NORMS_TABLE[bisect_right(FIELD_NORMS_TABLE, num_tokens) - 1]
 
 
 def _schema() -> tantivy.Schema:
@@ -623,41 +597,14 @@ class SparseIndex:
         if not terms or not docs:
             return []
         n_index, tokens_index = self._global_stats(terms)
-        query_set = set(terms)
-        doc_tfs: list[tuple[int, dict[str, int], int]] = []
-        ext_df: Counter[str] = Counter()
-        total_tokens = tokens_index
-        for chunk_id, tokens in docs:
-            if isinstance(tokens, str):
-                raise InvalidInputError(
-                    f"chunk {chunk_id}: tokens must be a sequence of strings, got one str."
-                )
-            total_tokens += len(tokens)
-            tfs = {t: c for t, c in Counter(tokens).items() if t in query_set}
-            ext_df.update(tfs.keys())
-            doc_tfs.append((int(chunk_id), tfs, len(tokens)))
-        n_total = n_index + len(docs)
-        avgdl = total_tokens / n_total
-        if avgdl <= 0:
-            return []
         searcher = self._searcher
-        weight: dict[str, float] = {}
-        for t in terms:
-            if ext_df[t] == 0:
-                continue
-            df = (searcher.doc_freq(BODY_FIELD, t) if n_index else 0) + ext_df[t]
-            idf = math.log(1.0 + (n_total - df + 0.5) / (df + 0.5))
-            weight[t] = idf * (1.0 + BM25_K1)
-        out: list[tuple[int, float]] = []
-        for cid, tfs, length in doc_tfs:
-            if not tfs:
-                continue
-            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * quantize_length(length) / avgdl)
-            score = sum(weight[t] * tf / (tf + norm) for t, tf in tfs.items())
-            if score > 0.0:
-                out.append((cid, score))
-        out.sort(key=lambda x: (-x[1], x[0]))
-        return out
+        return bm25.score_documents(
+            terms,
+            docs,
+            n_index=n_index,
+            tokens_index=tokens_index,
+            doc_freq_index=lambda t: searcher.doc_freq(BODY_FIELD, t) if n_index else 0,
+        )
 
 
 def _check_id(chunk_id: Any) -> int:

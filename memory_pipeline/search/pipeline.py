@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError
+from memory_pipeline.index import bm25
 from memory_pipeline.index.dense import scores_for_ids, search_segments
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
@@ -440,7 +441,7 @@ class HybridSearcher:
         if version is not None:
             sparse = version.sparse.score_external(tokens, docs)
         else:
-            sparse = _standalone_bm25(tokens, docs)
+            sparse = bm25.score_documents(list(dict.fromkeys(tokens)), docs)
         return dense, sparse, len(ids)
 
     def _hydrate(self, fused: Ranked, pool_size: int, stats: SearchStats) -> dict[int, ChunkRecord]:
@@ -483,31 +484,3 @@ def _as_set(allowed: np.ndarray | None) -> set[int] | None:
 def _merge(a: Ranked, b: Ranked, top_n: int) -> Ranked:
     merged = {**dict(a), **dict(b)}
     return sorted(merged.items(), key=lambda p: (-p[1], p[0]))[:top_n]
-
-
-def _standalone_bm25(tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]) -> Ranked:
-    """BM25 over the given documents alone (only when nothing is published yet)."""
-    from math import log
-
-    if not docs or not tokens:
-        return []
-    n = len(docs)
-    avgdl = sum(len(d) for _, d in docs) / n or 1.0
-    df: dict[str, int] = {}
-    for _, d in docs:
-        for t in set(d):
-            df[t] = df.get(t, 0) + 1
-    out: Ranked = []
-    for cid, d in docs:
-        tf: dict[str, int] = {}
-        for t in d:
-            tf[t] = tf.get(t, 0) + 1
-        score = 0.0
-        for t in set(tokens):
-            if t in tf:
-                idf = log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                score += idf * tf[t] * 2.2 / (tf[t] + 1.2 * (0.25 + 0.75 * len(d) / avgdl))
-        if score > 0:
-            out.append((cid, score))
-    out.sort(key=lambda p: (-p[1], p[0]))
-    return out
