@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.search.fusion import DEFAULT_FUSION, FUSIONS
+from memory_pipeline.search.fusion import DEFAULT_FUSION, parse_fusion
 from memory_pipeline.store.engine import sqlite_url
 
 DEFAULT_MODEL = "multilingual-e5-small"
@@ -73,13 +73,7 @@ class Settings:
         if env.get("HYBRID_RAG_RERANKER_MODEL"):
             values["reranker"] = env["HYBRID_RAG_RERANKER_MODEL"]
         if env.get("HYBRID_RAG_FUSION"):
-            fusion = env["HYBRID_RAG_FUSION"].strip().lower()
-            if fusion not in FUSIONS:
-                raise InvalidInputError(
-                    f"HYBRID_RAG_FUSION must be {' or '.join(map(repr, FUSIONS))}, "
-                    f"got {env['HYBRID_RAG_FUSION']!r}"
-                )
-            values["fusion"] = fusion
+            values["fusion"] = parse_fusion(env["HYBRID_RAG_FUSION"], "HYBRID_RAG_FUSION").value
         for key, name in (
             ("embed_batch_size", "HYBRID_RAG_EMBED_BATCH_SIZE"),
             ("max_chunk_size", "HYBRID_RAG_MAX_CHUNK_SIZE"),

@@ -255,7 +255,7 @@ def test_fusion_setting_is_checked() -> None:
     assert Settings.from_env({"HYBRID_RAG_FUSION": "RRF"}).fusion == "rrf"
     with pytest.raises(InvalidInputError, match="HYBRID_RAG_FUSION must be 'convex' or 'rrf'"):
         Settings.from_env({"HYBRID_RAG_FUSION": "borda"})
-    with pytest.raises(InvalidInputError, match="fusion must be one of convex, rrf"):
+    with pytest.raises(InvalidInputError, match="fusion must be 'convex' or 'rrf', got 'borda'"):
         SearchParams(fusion="borda").validate()
 
 

@@ -19,13 +19,33 @@ beats RRF on JaQuAD (Japanese) and matches it on SciFact (English); see
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 
 from memory_pipeline.errors import InvalidInputError
 
 DEFAULT_RRF_K = 60
-FUSIONS = ("convex", "rrf")
-DEFAULT_FUSION = "convex"
+Ranked = list[tuple[int, float]]
+
+
+class Fusion(StrEnum):
+    CONVEX = "convex"
+    RRF = "rrf"
+
+
+FUSIONS = tuple(f.value for f in Fusion)
+DEFAULT_FUSION: str = Fusion.CONVEX.value
+
+
+def parse_fusion(value: object, where: str = "fusion") -> Fusion:
+    """The fusion named by ``value`` (case and spaces ignored), or an error naming ``where``."""
+    try:
+        return Fusion(str(value).strip().lower())
+    except ValueError:
+        raise InvalidInputError(
+            f"{where} must be {' or '.join(map(repr, FUSIONS))}, got {value!r}"
+        ) from None
 
 
 def reciprocal_rank_fusion(
@@ -170,3 +190,34 @@ def on_scale(scores: Sequence[float], scored: Sequence[tuple[int, float]]) -> li
         return [0.0] * len(scores)
     lo, span = _scale(float(s) for _, s in scored)
     return [(float(x) - lo) / span if span > 0 else float(x) - lo for x in scores]
+
+
+@dataclass(frozen=True)
+class FusionMethod:
+    """How one fusion merges the lists, and where it places a guaranteed candidate."""
+
+    #: score every candidate with both retrievers before fusing (see the search pipeline)
+    complete: bool
+    #: (dense, sparse, rrf_k) -> fused ranking, best first
+    fuse: Callable[[Sequence[tuple[int, float]], Sequence[tuple[int, float]], int], Ranked]
+    #: (rank among guaranteed candidates, its dense score on the dense list's scale,
+    #: rrf_k, top_n) -> its relevance, below what the retrievers' own lists reach
+    place_guaranteed: Callable[[int, float, int, int], float]
+
+
+def _rrf(dense: Sequence[tuple[int, float]], sparse: Sequence[tuple[int, float]], k: int) -> Ranked:
+    return reciprocal_rank_fusion([[i for i, _ in dense], [i for i, _ in sparse]], k=k)
+
+
+def _convex(
+    dense: Sequence[tuple[int, float]], sparse: Sequence[tuple[int, float]], _k: int
+) -> Ranked:
+    return convex_combination([dense, sparse])
+
+
+FUSION_METHODS: dict[Fusion, FusionMethod] = {
+    # The dense list is one of two equally weighted halves of the score.
+    Fusion.CONVEX: FusionMethod(True, _convex, lambda _rank, dense, _k, _n: dense / 2),
+    # The score of a rank just past the dense top-N cut.
+    Fusion.RRF: FusionMethod(False, _rrf, lambda rank, _dense, k, n: 1.0 / (k + n + rank)),
+}

@@ -25,10 +25,10 @@ from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.search.fusion import (
     DEFAULT_FUSION,
-    FUSIONS,
-    convex_combination,
+    FUSION_METHODS,
+    Fusion,
     on_scale,
-    reciprocal_rank_fusion,
+    parse_fusion,
 )
 from memory_pipeline.search.mmr import mmr_select
 from memory_pipeline.search.rerank import Reranker
@@ -61,10 +61,7 @@ class SearchParams:
             raise InvalidInputError(f"top_k must be between 1 and 1000, got {self.top_k}")
         if not 1 <= self.top_n <= 10_000:
             raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
-        if self.fusion not in FUSIONS:
-            raise InvalidInputError(
-                f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}"
-            )
+        parse_fusion(self.fusion)
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
         if not 0 <= self.guaranteed_candidates_limit <= 1000:
@@ -196,15 +193,13 @@ class HybridSearcher:
             run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
             run.unindexed_dense = dict(extra_dense)
             run.unindexed_sparse = dict(extra_sparse)
-        if p.fusion == "rrf":
-            with run.timer.stage("fusion"):
-                run.fused = reciprocal_rank_fusion(
-                    [[i for i, _ in run.dense], [i for i, _ in run.sparse]], k=p.rrf_k
-                )
-        else:
+        method = FUSION_METHODS[Fusion(p.fusion)]
+        if method.complete:
             run.dense_all, run.sparse_all = self._complete(run)
-            with run.timer.stage("fusion"):
-                run.fused = convex_combination([run.dense_all, run.sparse_all])
+        with run.timer.stage("fusion"):
+            run.fused = method.fuse(
+                run.dense_all or run.dense, run.sparse_all or run.sparse, p.rrf_k
+            )
         run.stats.candidates = len(run.fused)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
@@ -244,14 +239,12 @@ class HybridSearcher:
             have = {r.id for r in run.pool}
             new = [(cid, rank, s) for rank, (cid, s) in enumerate(best, 1) if cid not in have]
             records = self.store.get_chunks([cid for cid, _, _ in new])
-            # Convex: the dense list is one of two equally weighted halves of the score.
+            place = FUSION_METHODS[Fusion(p.fusion)].place_guaranteed
             placed = on_scale([s for _, _, s in new], run.dense_all)
             for (cid, rank, _), dense_part in zip(new, placed, strict=True):
                 if cid in records:
                     run.pool.append(records[cid])
-                    run.relevance[cid] = (
-                        1.0 / (p.rrf_k + p.top_n + rank) if p.fusion == "rrf" else dense_part / 2
-                    )
+                    run.relevance[cid] = place(rank, dense_part, p.rrf_k, p.top_n)
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
             run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
 
