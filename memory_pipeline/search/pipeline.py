@@ -1,111 +1,32 @@
 """Hybrid retrieval: dense ∪ sparse → fusion → cross-encoder → MMR → top_k (DESIGN §2).
 
-Correct without waiting for the pipeline: chunks the published index does not
-hold yet (queued in the store's index changes) are scored here directly, and ids the index
-returns that are no longer live in the store are dropped and counted.
+The stages after candidate generation (``retrieval``): guaranteed candidates,
+the cross-encoder, the memory axis, MMR, and the hits as returned.
 """
 
 from __future__ import annotations
-
-import datetime as dt
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError
-from memory_pipeline.index import bm25
-from memory_pipeline.index.dense import scores_for_ids, search_segments
+from memory_pipeline.index.dense import search_segments
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
-from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
+from memory_pipeline.memory.scoring import MemoryFields
 from memory_pipeline.search.fusion import (
-    DEFAULT_FUSION,
     FUSION_METHODS,
     Fusion,
     on_scale,
-    parse_fusion,
 )
 from memory_pipeline.search.mmr import mmr_select
+from memory_pipeline.search.params import SearchParams
 from memory_pipeline.search.rerank import Reranker
+from memory_pipeline.search.retrieval import Retriever
+from memory_pipeline.search.run import Run, Timer
 from memory_pipeline.store import Store
 from memory_pipeline.types import ChunkRecord, SearchFilters, SearchHit, SearchResult, SearchStats
-
-Ranked = list[tuple[int, float]]
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    top_k: int = 5
-    top_n: int = 50
-    fusion: str = DEFAULT_FUSION
-    rrf_k: int = 60
-    enable_mmr: bool = False
-    mmr_lambda: float = 0.7
-    use_reranker: bool = True
-    rerank_depth: int = 30
-    record_access: bool = True
-    enable_memory_rerank: bool = False
-    memory: MemoryParams = field(default_factory=MemoryParams)
-    guaranteed_types: tuple[str, ...] = ("principle",)
-    guaranteed_importance_threshold: float = 0.7
-    guaranteed_candidates_limit: int = 50
-    now: dt.datetime | None = None
-
-    def validate(self) -> None:
-        if not 1 <= self.top_k <= 1000:
-            raise InvalidInputError(f"top_k must be between 1 and 1000, got {self.top_k}")
-        if not 1 <= self.top_n <= 10_000:
-            raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
-        parse_fusion(self.fusion)
-        if not 0.0 <= self.mmr_lambda <= 1.0:
-            raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
-        if not 0 <= self.guaranteed_candidates_limit <= 1000:
-            raise InvalidInputError(
-                f"guaranteed_candidates_limit must be in [0, 1000], got {self.guaranteed_candidates_limit}"
-            )
-
-
-class _Timer:
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        yield
-        self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000
-
-
-@dataclass
-class _Run:
-    """One search in flight: its inputs and what each stage has found so far."""
-
-    query: str
-    qvec: np.ndarray
-    tokens: list[str]
-    params: SearchParams
-    allowed: np.ndarray | None
-    version: LoadedVersion | None
-    stats: SearchStats
-    timer: _Timer
-    dense: Ranked = field(default_factory=list)
-    sparse: Ranked = field(default_factory=list)
-    # Every candidate scored by both retrievers (convex fusion only); see _complete.
-    dense_all: Ranked = field(default_factory=list)
-    sparse_all: Ranked = field(default_factory=list)
-    # Scores of every queued (not yet indexed) chunk, before the top-N cut.
-    unindexed_dense: dict[int, float] = field(default_factory=dict)
-    unindexed_sparse: dict[int, float] = field(default_factory=dict)
-    fused: Ranked = field(default_factory=list)
-    pool: list[ChunkRecord] = field(default_factory=list)
-    relevance: dict[int, float] = field(default_factory=dict)
-    final: dict[int, float] = field(default_factory=dict)
-    extra: dict[int, dict[str, float | int | None]] = field(default_factory=dict)
 
 
 class HybridSearcher:
@@ -122,6 +43,7 @@ class HybridSearcher:
         self.embedder = embedder
         self.reranker = reranker
         self.reranker_status = reranker_status
+        self.retriever = Retriever(store, embedder)
 
     def search(
         self,
@@ -136,7 +58,7 @@ class HybridSearcher:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         filters = filters or SearchFilters()
-        timer = _Timer()
+        timer = Timer()
         stats = SearchStats(reranker=self.reranker.name if self.reranker else "none")
         with timer.stage("embed_query"):
             qvec = query_vector if query_vector is not None else self.embedder.embed_query(query)
@@ -147,7 +69,7 @@ class HybridSearcher:
             stats.index_version = version.manifest.version
         with timer.stage("filters"):
             allowed = None if filters.is_empty() else self.store.filter_ids(filters)
-        run = _Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
+        run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
 
         self._retrieve(run)
         self._add_guaranteed(run, filters)
@@ -163,44 +85,10 @@ class HybridSearcher:
         return SearchResult(query=query, hits=hits, stats=stats)
 
     # ------------------------------------------------------------------ stages
-    def _retrieve(self, run: _Run) -> None:
-        """Dense and sparse top-N (filters first), the unindexed delta, then fusion."""
-        p, version = run.params, run.version
-        if version is not None:
-            with run.timer.stage("dense"):
-                run.dense = search_segments(
-                    version.segments,
-                    run.qvec,
-                    p.top_n,
-                    deleted=version.deleted,
-                    allowed=run.allowed,
-                )
-            with run.timer.stage("sparse"):
-                run.sparse = version.sparse.search(
-                    run.tokens, p.top_n, allowed_ids=_as_set(run.allowed)
-                )
-        with run.timer.stage("unindexed"):
-            extra_dense, extra_sparse, n_extra = self._unindexed(
-                version, run.qvec, run.tokens, run.allowed
-            )
-        run.stats.unindexed_searched = n_extra
-        if n_extra:
-            run.stats.notes.append(
-                f"{n_extra} chunks are not in the published index yet and were scored directly; "
-                "an index update (update-index / update_index) makes this cheap again"
-            )
-            run.dense = _merge(run.dense, extra_dense, p.top_n)
-            run.sparse = _merge(run.sparse, extra_sparse, p.top_n)
-            run.unindexed_dense = dict(extra_dense)
-            run.unindexed_sparse = dict(extra_sparse)
-        method = FUSION_METHODS[Fusion(p.fusion)]
-        if method.complete:
-            run.dense_all, run.sparse_all = self._complete(run)
-        with run.timer.stage("fusion"):
-            run.fused = method.fuse(
-                run.dense_all or run.dense, run.sparse_all or run.sparse, p.rrf_k
-            )
-        run.stats.candidates = len(run.fused)
+    def _retrieve(self, run: Run) -> None:
+        """Candidates from both retrievers, fused, then the records of the best of them."""
+        p = run.params
+        self.retriever.retrieve(run)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
         reorders = p.enable_mmr or p.enable_memory_rerank
@@ -209,11 +97,11 @@ class HybridSearcher:
             p.rerank_depth if self._rerank_on(p) else 0,
         )
         with run.timer.stage("hydrate"):
-            records = self._hydrate(run.fused, pool_size, run.stats)
+            records = self.retriever.hydrate(run.fused, pool_size, run.stats)
         run.pool = list(records.values())
         run.relevance = {cid: s for cid, s in run.fused}
 
-    def _add_guaranteed(self, run: _Run, filters: SearchFilters) -> None:
+    def _add_guaranteed(self, run: Run, filters: SearchFilters) -> None:
         """Principles and important chunks matching the filters join the pool, by relevance.
 
         They are scored like everyone else and never forced to the top: with RRF, the
@@ -248,7 +136,7 @@ class HybridSearcher:
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
             run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
 
-    def _cross_encode(self, run: _Run) -> None:
+    def _cross_encode(self, run: Run) -> None:
         p = run.params
         run.final = {r.id: run.relevance[r.id] for r in run.pool}
         if not (self._rerank_on(p) and run.pool and self.reranker is not None):
@@ -272,7 +160,7 @@ class HybridSearcher:
             for r in rest:
                 run.final[r.id] = min(run.final[r.id], floor) - 1e-9
 
-    def _memory_axis(self, run: _Run) -> None:
+    def _memory_axis(self, run: Run) -> None:
         p = run.params
         if not p.enable_memory_rerank or not run.pool:
             return
@@ -299,7 +187,7 @@ class HybridSearcher:
                 ordered.append(rec)
             run.pool = ordered
 
-    def _diversify(self, run: _Run) -> None:
+    def _diversify(self, run: Run) -> None:
         p = run.params
         if not p.enable_mmr or len(run.pool) <= 1:
             return
@@ -319,7 +207,7 @@ class HybridSearcher:
                 run.extra.setdefault(cid, {})["mmr_rank"] = i + 1
             run.pool = sorted((r for r in usable if r.id in order), key=lambda r: order[r.id])
 
-    def _hits(self, run: _Run) -> list[SearchHit]:
+    def _hits(self, run: Run) -> list[SearchHit]:
         dense_map = dict(run.dense_all or run.dense)
         sparse_map = dict(run.sparse_all or run.sparse)
         dense_rank = {cid: r for r, (cid, _) in enumerate(run.dense, 1)}
@@ -355,48 +243,6 @@ class HybridSearcher:
         ]
 
     # ----------------------------------------------------------------- helpers
-    def _complete(self, run: _Run) -> tuple[Ranked, Ranked]:
-        """Both retrievers' scores for every candidate either of them returned.
-
-        A chunk in only one top-N list is scored by the other retriever too: its
-        inner product with the query (from its stored vector) and its BM25 score
-        (0 when it shares no term with the query). Normalising then compares real
-        scores instead of treating "not in the other top-N" as that list's worst.
-        """
-        in_dense = {cid for cid, _ in run.dense}
-        in_sparse = {cid for cid, _ in run.sparse}
-        dense, sparse = list(run.dense), list(run.sparse)
-        with run.timer.stage("complete_dense"):
-            missing = np.asarray(sorted(in_sparse - in_dense), dtype=np.int64)
-            if len(missing) and run.version is not None:
-                # Exact inner products of just these ids from the published segments.
-                found, missing = scores_for_ids(
-                    run.version.segments, run.qvec, missing, deleted=run.version.deleted
-                )
-                dense += found
-            queued = [cid for cid in missing.tolist() if cid in run.unindexed_dense]
-            dense += [(cid, run.unindexed_dense[cid]) for cid in queued]  # scored already
-            missing = np.setdiff1d(missing, queued)
-            if len(missing):  # in an IVF segment: from the store
-                ids, vecs = self.store.vectors_for(missing.tolist(), self.embedder.model_id)
-                if len(ids):
-                    dense += zip(ids.tolist(), (vecs @ run.qvec).tolist(), strict=True)
-        with run.timer.stage("complete_sparse"):
-            sparse += self._sparse_scores(run, sorted(in_dense - in_sparse))
-        # Best first, so a list position is a rank (fusion breaks ties by best rank).
-        dense.sort(key=lambda p: (-p[1], p[0]))
-        sparse.sort(key=lambda p: (-p[1], p[0]))
-        return dense, sparse
-
-    def _sparse_scores(self, run: _Run, ids: list[int]) -> Ranked:
-        """BM25 scores of the given chunks (0 for those sharing no term with the query)."""
-        if not ids:
-            return []
-        scored: dict[int, float] = {}
-        if run.version is not None:
-            scored = dict(run.version.sparse.scores_for(run.tokens, ids))
-        return [(cid, scored.get(cid, run.unindexed_sparse.get(cid, 0.0))) for cid in ids]
-
     def _rerank_on(self, params: SearchParams) -> bool:
         return params.use_reranker and self.reranker is not None
 
@@ -409,56 +255,6 @@ class HybridSearcher:
                 "model or rebuild the index with this one"
             )
 
-    def _unindexed(
-        self,
-        version: LoadedVersion | None,
-        qvec: np.ndarray,
-        tokens: list[str],
-        allowed: np.ndarray | None,
-    ) -> tuple[Ranked, Ranked, int]:
-        """Score live chunks the published version may lack, so ingest is searchable at once."""
-        ids = self.store.pending_adds()
-        if allowed is not None and ids:
-            ids = np.intersect1d(np.asarray(ids, dtype=np.int64), allowed).tolist()
-        if not ids:
-            return [], [], 0
-        found, vecs = self.store.vectors_for(ids, self.embedder.model_id)
-        dense = (
-            [(int(i), float(s)) for i, s in zip(found, vecs @ qvec, strict=True)]
-            if len(found)
-            else []
-        )
-        dense.sort(key=lambda p: (-p[1], p[0]))
-        contents = self.store.contents(ids)
-        docs = [(cid, tokenize(text)) for cid, text in contents.items()]
-        if version is not None:
-            sparse = version.sparse.score_external(tokens, docs)
-        else:
-            sparse = bm25.score_documents(list(dict.fromkeys(tokens)), docs)
-        return dense, sparse, len(ids)
-
-    def _hydrate(self, fused: Ranked, pool_size: int, stats: SearchStats) -> dict[int, ChunkRecord]:
-        """Chunk records for the best fused ids: not-live ids dropped, identical text collapsed."""
-        out: dict[int, ChunkRecord] = {}
-        seen_text: set[str] = set()
-        start = 0
-        while len(out) < pool_size and start < len(fused):
-            batch = [cid for cid, _ in fused[start : start + pool_size]]
-            start += pool_size
-            records = self.store.get_chunks(batch)
-            for cid in batch:
-                rec = records.get(cid)
-                if rec is None:
-                    stats.orphan_index_entries += 1
-                    continue
-                key = " ".join(rec.content.split())
-                if key in seen_text:
-                    stats.duplicate_contents += 1
-                    continue
-                seen_text.add(key)
-                out[cid] = rec
-        return out
-
 
 def memory_fields(record: ChunkRecord) -> MemoryFields:
     return MemoryFields(
@@ -468,12 +264,3 @@ def memory_fields(record: ChunkRecord) -> MemoryFields:
         created_at=record.created_at,
         source_date=record.source_date,
     )
-
-
-def _as_set(allowed: np.ndarray | None) -> set[int] | None:
-    return None if allowed is None else set(allowed.tolist())
-
-
-def _merge(a: Ranked, b: Ranked, top_n: int) -> Ranked:
-    merged = {**dict(a), **dict(b)}
-    return sorted(merged.items(), key=lambda p: (-p[1], p[0]))[:top_n]

@@ -1,0 +1,42 @@
+"""Parameters of one search, checked before it runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.search.fusion import DEFAULT_FUSION, parse_fusion
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    top_k: int = 5
+    top_n: int = 50
+    fusion: str = DEFAULT_FUSION
+    rrf_k: int = 60
+    enable_mmr: bool = False
+    mmr_lambda: float = 0.7
+    use_reranker: bool = True
+    rerank_depth: int = 30
+    record_access: bool = True
+    enable_memory_rerank: bool = False
+    memory: MemoryParams = field(default_factory=MemoryParams)
+    guaranteed_types: tuple[str, ...] = ("principle",)
+    guaranteed_importance_threshold: float = 0.7
+    guaranteed_candidates_limit: int = 50
+    now: dt.datetime | None = None
+
+    def validate(self) -> None:
+        if not 1 <= self.top_k <= 1000:
+            raise InvalidInputError(f"top_k must be between 1 and 1000, got {self.top_k}")
+        if not 1 <= self.top_n <= 10_000:
+            raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
+        parse_fusion(self.fusion)
+        if not 0.0 <= self.mmr_lambda <= 1.0:
+            raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
+        if not 0 <= self.guaranteed_candidates_limit <= 1000:
+            raise InvalidInputError(
+                f"guaranteed_candidates_limit must be in [0, 1000], got {self.guaranteed_candidates_limit}"
+            )
