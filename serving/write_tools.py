@@ -81,7 +81,7 @@ class WriteTools:
         is stored. Identical content is stored once ("unchanged"); a changed
         file replaces its previous version ("replaced"). Markdown front matter
         (knowledge_type, importance, tags, source_date, title) is read; explicit
-        metadata wins.
+        metadata wins, except tags, which are added to the file's own.
         """
         paths = resolve_all(
             file_paths, self.roots, self.cwd, allow_hard_links=self.allow_hard_links
@@ -116,7 +116,9 @@ class WriteTools:
 
     def _ingested(self, results: list[IngestResult], update: bool) -> IngestOutput:
         changed = any(r.status != "unchanged" for r in results)
-        index, error = self._update_index() if update and changed else (None, None)
+        # Also when nothing changed but an earlier index update was lost (killed, failed).
+        due = update and (changed or self.system.index_due())
+        index, error = self._update_index() if due else (None, None)
         return IngestOutput(
             results=[IngestResultOut.model_validate(r, from_attributes=True) for r in results],
             index=index,

@@ -323,3 +323,8 @@ def test_sample_corpus_covers_every_kind_and_both_languages() -> None:
     japanese = [d for d in docs if any("\u3040" <= ch <= "\u30ff" for ch in d.text)]
     assert 0 < len(japanese) < len(docs)
     assert len((SAMPLE_CORPUS / "README.md").read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_a_too_long_name_says_to_shorten_it(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="shorten the path"):
+        load_file(tmp_path / ("x" * 300 + ".md"))

@@ -101,6 +101,21 @@ async def test_a_failed_index_update_after_a_write_is_reported_not_raised(
     assert system.store.counts()["documents"] == 2
 
 
+@pytest.mark.anyio
+async def test_an_unchanged_ingest_brings_a_lagging_index_up(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    """An earlier ingest stored its file but its index update was lost (killed)."""
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nlanterns in the harbour", encoding="utf-8")
+    system.ingest([note], update_index=False)
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        out = structured(await client.call_tool("ingest", {"file_paths": ["note.md"]}))
+    assert out["results"][0]["status"] == "unchanged"
+    assert out["index"]["added"] == 1
+    assert not system.index_due()
+
+
 def test_library_and_storage_errors_become_tool_errors() -> None:
     def missing() -> None:
         raise NotFoundError("no document with doc_id 'x'; find ids with search")

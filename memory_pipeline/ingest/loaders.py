@@ -7,6 +7,7 @@ session, a precise message does not.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -63,7 +64,7 @@ def load_file(
         ) from None
     except OSError as exc:
         raise InvalidInputError(
-            f"{path}: cannot be accessed ({exc.strerror}); check permissions"
+            f"{path}: cannot be accessed ({exc.strerror}); {_fix(exc)}"
         ) from exc
     if stat.S_ISDIR(st.st_mode):
         raise InvalidInputError(
@@ -152,6 +153,18 @@ def normalized_content_hash(text: str) -> str:
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
 
 
+def _fix(exc: OSError) -> str:
+    """What to do about an OS error on a path, by its errno."""
+    fixes = {
+        errno.EACCES: "check its permissions",
+        errno.EPERM: "check its permissions",
+        errno.ENAMETOOLONG: "shorten the path (a name or the whole path is too long)",
+        errno.ELOOP: "a symlink on the way loops; fix or remove it",
+        errno.ENOTDIR: "a part of the path is a file, not a folder; check the path",
+    }
+    return fixes.get(exc.errno or 0, "check the path and its permissions")
+
+
 def _too_large(path: Path, size: int, max_bytes: int) -> str:
     return (
         f"{path} is {size / 2**20:.1f} MB ({size} bytes), over the {max_bytes / 2**20:.1f} MB "
@@ -167,9 +180,7 @@ def _read_at_most(path: Path, max_bytes: int) -> bytes:
             if os.fstat(fh.fileno()).st_size > max_bytes:
                 raise InvalidInputError(_too_large(path, os.fstat(fh.fileno()).st_size, max_bytes))
     except OSError as exc:
-        raise InvalidInputError(
-            f"{path}: cannot be read ({exc.strerror}); check permissions"
-        ) from exc
+        raise InvalidInputError(f"{path}: cannot be read ({exc.strerror}); {_fix(exc)}") from exc
     return raw
 
 
