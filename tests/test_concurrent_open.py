@@ -11,7 +11,7 @@ from memory_pipeline.store import Store
 from tests.conftest import PG_SOCKET, _pg_admin
 
 PROCESSES = 4
-ROUNDS = 4
+ROUNDS = 8
 
 
 def _open_at_once(url: str, barrier: mp.synchronize.Barrier, errors: mp.Queue) -> None:  # type: ignore[type-arg]

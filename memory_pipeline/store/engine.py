@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,32 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def _enable_wal(cur: Any) -> None:
+    """Switch the file to WAL, waiting out another process doing the same.
+
+    Changing the journal mode needs the file to itself, and SQLite may refuse at
+    once ("database is locked") instead of calling the busy handler, e.g. while a
+    second process opens the same new file. The mode is stored in the file, so the
+    wait ends as soon as one of them has switched it.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # WAL lets the serving process read while the pipeline writes; the busy
     # timeout turns brief writer contention into a wait instead of an error.
     # The busy timeout first: switching a new file to WAL waits for a lock too.
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cur.execute("PRAGMA journal_mode=WAL")
+    _enable_wal(cur)
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
