@@ -107,28 +107,6 @@ class ReportQueries(StoreBase):
             ids = c.execute(sa.select(Chunk.id).where(~has_vector).order_by(Chunk.id)).scalars()
             return [int(i) for i in ids]
 
-    def iter_vector_rows(
-        self, model_id: str, batch_size: int = 20_000
-    ) -> Iterator[list[tuple[int, int, bytes]]]:
-        """Raw (chunk_id, dim, blob) rows of one model in keyset batches.
-
-        Not ``iter_vectors``: that reshapes a batch to one width and so fails (or
-        silently misreads) exactly the malformed rows a health check must single out.
-        """
-        last = -1
-        while True:
-            with self.conn() as c:
-                rows = c.execute(
-                    sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector)
-                    .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
-                    .order_by(Embedding.chunk_id)
-                    .limit(batch_size)
-                ).all()
-            if not rows:
-                return
-            last = int(rows[-1][0])
-            yield [(int(cid), int(dim), bytes(blob)) for cid, dim, blob in rows]
-
     def vector_counts(self) -> dict[tuple[str, int], int]:
         """(model id, dimension) -> stored vectors; a second dimension of one model shows."""
         with self.conn() as c:

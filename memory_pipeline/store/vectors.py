@@ -24,11 +24,25 @@ class VectorQueries(StoreBase):
         self, model_id: str, batch_size: int = 20_000
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every stored vector of a model, by ascending chunk id, in batches."""
+        for rows in self.iter_vector_rows(model_id, batch_size):
+            yield (
+                np.asarray([r[0] for r in rows], dtype=np.int64),
+                stack_vectors([r[2] for r in rows]),
+            )
+
+    def iter_vector_rows(
+        self, model_id: str, batch_size: int = 20_000
+    ) -> Iterator[list[tuple[int, int, bytes]]]:
+        """Raw (chunk_id, dim, blob) rows of one model in keyset batches.
+
+        Not ``iter_vectors``: that reshapes a batch to one width and so fails (or
+        silently misreads) exactly the malformed rows a health check must single out.
+        """
         last = -1
         while True:
-            with self.read() as s:
-                rows = s.execute(
-                    sa.select(Embedding.chunk_id, Embedding.vector)
+            with self.conn() as c:
+                rows = c.execute(
+                    sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector)
                     .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
                     .order_by(Embedding.chunk_id)
                     .limit(batch_size)
@@ -36,10 +50,7 @@ class VectorQueries(StoreBase):
             if not rows:
                 return
             last = int(rows[-1][0])
-            yield (
-                np.asarray([r[0] for r in rows], dtype=np.int64),
-                stack_vectors([r[1] for r in rows]),
-            )
+            yield [(int(cid), int(dim), bytes(blob)) for cid, dim, blob in rows]
 
     def vectors_by_content(self, shas: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
         """Vectors already computed for identical chunk text under this model."""
