@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.metadata import MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
 from serving.hints import McpText
 from serving.wire import round_sig
 
@@ -29,10 +29,11 @@ MAX_QUERY_CHARS = 2_000
 MAX_EMBED_CHARS = 20_000
 MAX_TEXT_CHARS = 1_000_000
 MAX_FILES = 100
-MAX_TAGS = 50
 MAX_RERANK = 200
 
-Tag = Annotated[str, Field(min_length=1, max_length=200, description="e.g. 'project:orbit'")]
+Tag = Annotated[
+    str, Field(min_length=1, max_length=MAX_TAG_CHARS, description="e.g. 'project:orbit'")
+]
 DocId = Annotated[str, Field(min_length=1, max_length=128)]
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -67,7 +68,7 @@ class MetadataIn(_Input):
     source_date: dt.date | None = Field(
         default=None, description="when the knowledge was written (ages from here)"
     )
-    title: str | None = Field(default=None, min_length=1, max_length=300)
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
 
 
 class ChunkIn(_Input):

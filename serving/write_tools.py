@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
 
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.metadata import MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import IngestResult
 from serving.errors import WriteLock
@@ -25,7 +25,6 @@ from serving.hints import to_mcp
 from serving.paths import resolve_all
 from serving.schemas import (
     MAX_FILES,
-    MAX_TAGS,
     MAX_TEXT_CHARS,
     ChunkOut,
     DeleteOutput,
@@ -97,7 +96,7 @@ class WriteTools:
             str,
             Field(
                 min_length=1,
-                max_length=300,
+                max_length=MAX_TITLE_CHARS,
                 description="names the document: the same title with new text replaces it",
             ),
         ],
