@@ -48,12 +48,8 @@ def test_writer_update_and_rebuild_loops_together(
         assert proc.returncode == 0
         summary = json.loads(out.strip().splitlines()[-1])
         summaries[summary["role"]] = summary
-    print(
-        {
-            role: (s["runs"], len(s["failures"]), len(s["unhealthy"]))
-            for role, s in summaries.items()
-        }
-    )
+    counts = {r: (s["runs"], len(s["failures"]), len(s["unhealthy"])) for r, s in summaries.items()}
+    print(f"\n{backend}: role -> (runs, failed, unhealthy versions): {counts}")
     for role, summary in summaries.items():
         assert summary["runs"] > 1, role
         assert summary["failures"] == [], summary["failures"][:3]
@@ -71,4 +67,7 @@ def test_writer_update_and_rebuild_loops_together(
         assert not deleted & {h.doc_id for h in hits}
         if doc_id not in deleted:
             assert hits and hits[0].doc_id == doc_id, text
+    print(
+        f"{backend}: {len(live)} live notes found by their text; {len(deleted)} deleted, never returned"
+    )
     system.close()
