@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
+from memory_pipeline.embedding.registry import embedder_for
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.index.manager import IndexWriter
 from memory_pipeline.index.reader import IndexReader
@@ -91,7 +92,7 @@ class MemorySystem:
         self.settings = settings
         settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url)
-        self.embedder: Embedder = embedder or self._default_embedder(settings)
+        self.embedder: Embedder = embedder or embedder_for(settings)
         if reranker is not None:
             self.reranker: Reranker | None = reranker
             self.reranker_status = f"cross-encoder {reranker.name}"
@@ -106,14 +107,6 @@ class MemorySystem:
         )
         self.searcher = HybridSearcher(
             self.store, self.reader, self.embedder, self.reranker, self.reranker_status
-        )
-
-    @staticmethod
-    def _default_embedder(settings: Settings) -> Embedder:
-        from memory_pipeline.embedding.st import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(
-            settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
         )
 
     def close(self) -> None:

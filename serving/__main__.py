@@ -11,22 +11,17 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 from memory_pipeline.config import Settings
-from memory_pipeline.embedding.base import Embedder, HashingEmbedder
 from memory_pipeline.errors import MemoryError_
 from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
 
 log = logging.getLogger("serving")
-
-# Embedders chosen by name here; any other name goes to the library's default
-# (sentence-transformers). "hashing" is fast and deterministic, for tests.
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {"hashing": HashingEmbedder}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -124,10 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env().with_overrides(model=args.model)
         cwd = Path.cwd()
         roots = parse_roots(os.environ.get(ROOTS_ENV_VAR), cwd)
-        factory = EMBEDDERS.get(settings.model)
         policy = LoadPolicy(args.model_load)
         with stdout_to_stderr():
-            system = MemorySystem(settings, embedder=factory() if factory else None)
+            system = MemorySystem(settings)
             if policy is LoadPolicy.EAGER:
                 warm_up(system)
     except MemoryError_ as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_pipeline.evaluation.cli import register
+from memory_pipeline.cli.evaluation import register
 from memory_pipeline.evaluation.results import EvalRun
 
 # BM25 ranks are predictable here: "apple" alone makes d4 shorter than d1, so d4

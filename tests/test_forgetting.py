@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from memory_pipeline.cli.forgetting import register
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.memory import forgetting
 from memory_pipeline.memory.archive import decode_vector
@@ -24,7 +25,6 @@ from memory_pipeline.memory.forgetting import (
     restore_archived,
     run_forgetting_batch,
 )
-from memory_pipeline.memory.forgetting_cli import register
 from memory_pipeline.memory.scoring import CutReason, MemoryFields, MemoryParams, memory_score
 from memory_pipeline.store import now_utc
 from memory_pipeline.store.schema import ForgettingRun

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from memory_pipeline.cli.reports import register
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.health import HealthFinding, HealthReport, index_health
-from memory_pipeline.memory.report_cli import register
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.store.schema import Chunk, Embedding
 from memory_pipeline.system import MemorySystem

@@ -16,11 +16,13 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
+from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.embedding.registry import embedder_for
 from memory_pipeline.errors import NotFoundError
 from memory_pipeline.system import MemorySystem
 from serving import schemas
-from serving.__main__ import EMBEDDERS, parse_args
+from serving.__main__ import parse_args
 from serving.errors import WriteLock, tool_errors
 from serving.harness import REPO, StoreLayout, error_text, snapshot, structured
 from serving.loading import DEFAULT_POLICY, LoadPolicy
@@ -165,7 +167,7 @@ def test_a_write_waiting_too_long_is_told_to_retry() -> None:
 
 
 def test_composition_root_choices(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert isinstance(EMBEDDERS["hashing"](), HashingEmbedder)
+    assert isinstance(embedder_for(Settings(model="hashing")), HashingEmbedder)
     args = parse_args([])
     assert (args.http, args.host, args.model_load) == (False, "127.0.0.1", DEFAULT_POLICY.value)
     args = parse_args(["--http", "--port", "9000", "--model-load", "lazy"])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memory_pipeline.cli.sources import register
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.sources.cli import register
 from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
 from memory_pipeline.sources.status import FileState, sources_status

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from memory_pipeline.cli.reports import register
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.duplicates import duplicate_audit
-from memory_pipeline.memory.report_cli import register
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.system import MemorySystem
 from tests.test_health import Reports

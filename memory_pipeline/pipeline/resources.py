@@ -12,13 +12,10 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from memory_pipeline.config import DEFAULT_MODEL, Settings, default_cache_dir
-from memory_pipeline.embedding.base import Embedder, HashingEmbedder
 from memory_pipeline.search.fusion import DEFAULT_FUSION
 from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
-
-HASHING_MODEL = "hashing"  # the fast deterministic test embedder, not a semantic model
 
 
 class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -80,12 +77,9 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             fusion=self.fusion,
         )
 
-    def _embedder(self) -> Embedder | None:
-        return HashingEmbedder() if self.model == HASHING_MODEL else None
-
     def system(self) -> MemorySystem:
         if self._system is None:
-            self._system = MemorySystem(self.settings(), embedder=self._embedder())
+            self._system = MemorySystem(self.settings())
         return self._system
 
     def store(self) -> Store:

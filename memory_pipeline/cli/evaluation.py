@@ -1,6 +1,6 @@
 """``memory-pipeline eval``: golden sets against one's memory, or a BEIR set in a throw-away one.
 
-Wired into ``memory_pipeline.cli`` by :func:`register`; this module only parses,
+Wired into ``memory_pipeline.cli.main`` by :func:`register`; this module only parses,
 builds the objects for the BEIR case, and prints.
 """
 
@@ -126,16 +126,9 @@ def _embedder(model: str | None) -> tuple[Embedder, Settings]:
     settings = Settings.from_env()
     if model:
         settings = replace(settings, model=model)
-    if settings.model == "hashing":
-        from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.embedding.registry import embedder_for
 
-        return HashingEmbedder(), settings
-    from memory_pipeline.embedding.st import SentenceTransformerEmbedder
-
-    emb = SentenceTransformerEmbedder(
-        settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
-    )
-    return emb, settings
+    return embedder_for(settings), settings
 
 
 def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:

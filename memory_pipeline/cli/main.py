@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from memory_pipeline.cli import evaluation as eval_cli
+from memory_pipeline.cli import forgetting as forgetting_cli
+from memory_pipeline.cli import reports as report_cli
+from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.evaluation import cli as eval_cli
-from memory_pipeline.memory import forgetting_cli, report_cli
 from memory_pipeline.metadata import KnowledgeType
-from memory_pipeline.sources import cli as sources_cli
 from memory_pipeline.types import SearchFilters
 
 SAMPLE_QUERIES = (
@@ -39,10 +40,6 @@ def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from memory_pipeline.system import MemorySystem
 
     settings = _settings(args)
-    if args.model == "hashing":
-        from memory_pipeline.embedding.base import HashingEmbedder
-
-        return MemorySystem(settings, embedder=HashingEmbedder())
     return MemorySystem(settings)
 
 
