@@ -127,9 +127,25 @@ class MemorySystem:
         if not paths:
             raise InvalidInputError("no paths given; pass one or more files to ingest")
         meta = validate_metadata(metadata)
-        prepared = [
-            self._prepare(load_file(p, max_bytes=self.settings.max_file_bytes), meta) for p in paths
-        ]
+        loaded = [load_file(p, max_bytes=self.settings.max_file_bytes) for p in paths]
+        return self.ingest_loaded(loaded, meta, update_index=update_index, progress=progress)
+
+    def ingest_loaded(
+        self,
+        documents: Sequence[LoadedDocument],
+        metadata: dict[str, Any] | ChunkMetadata | None = None,
+        *,
+        update_index: bool = True,
+        progress: bool = False,
+    ) -> list[IngestResult]:
+        """The one ingestion path: documents read once → chunk → embed what no vector
+        exists for yet → store, replacing older versions of each source.
+
+        Files (``ingest``), texts (``ingest_text``) and the source sync all come here.
+        Every document's metadata is checked before anything is written.
+        """
+        meta = validate_metadata(metadata)
+        prepared = [self._prepare(doc, meta) for doc in documents]
         steps = prepared
         if progress and len(prepared) > 1:
             from tqdm import tqdm
@@ -148,10 +164,7 @@ class MemorySystem:
         *,
         update_index: bool = False,
     ) -> IngestResult:
-        meta = validate_metadata(metadata)
-        result = self._store_document(self._prepare(load_text(text, title), meta))
-        if update_index and (result.status != "unchanged" or self.index_due()):
-            self.update_index()
+        [result] = self.ingest_loaded([load_text(text, title)], metadata, update_index=update_index)
         return result
 
     def _prepare(self, loaded: LoadedDocument, explicit: ChunkMetadata) -> _Prepared:

@@ -8,6 +8,7 @@ never touches the index — publication is a separate, serialized step.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.ingest.loaders import load_file
+from memory_pipeline.ingest.loaders import LoadedDocument, load_file
 from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.ledger import FAILED, OK, Ledger
@@ -44,18 +45,18 @@ class SyncTarget(Protocol):
     @property
     def store(self) -> StoreView: ...
 
-    def ingest(
+    def ingest_text(
+        self, text: str, title: str, metadata: dict[str, Any] | None = None
+    ) -> IngestResult: ...
+
+    def ingest_loaded(
         self,
-        paths: Sequence[str | Path],
+        documents: Sequence[LoadedDocument],
         metadata: dict[str, Any] | None = None,
         *,
         update_index: bool = True,
         progress: bool = False,
     ) -> list[IngestResult]: ...
-
-    def ingest_text(
-        self, text: str, title: str, metadata: dict[str, Any] | None = None
-    ) -> IngestResult: ...
 
     def delete_document(self, doc_id: str) -> int: ...
 
@@ -100,6 +101,14 @@ class SyncReport:
         self.chunks_added += result.chunks
         self.embedded += result.embedded
         self.reused_vectors += result.reused_vectors
+
+
+def _sha_or_blank(path: Path) -> str:
+    """The content hash a failure is recorded under ("" when even reading fails)."""
+    try:
+        return file_sha256(path)
+    except OSError:
+        return ""
 
 
 def _failure_recorded(ledger: Ledger, path: Path) -> bool:
@@ -181,14 +190,17 @@ def conversation_metadata(root: SourceRoot, conv: Conversation) -> dict[str, Any
 def _ingest_file(
     target: SyncTarget, root: SourceRoot, path: Path, ledger: Ledger, report: SyncReport
 ) -> None:
-    sha = file_sha256(path)
     try:
+        # Read once: the ledger's hash, the front matter and the stored document all
+        # come from these bytes.
         loaded = load_file(path, max_bytes=target.settings.max_file_bytes)
+        sha = hashlib.sha256(loaded.raw).hexdigest()
         older = target.store.documents_by_source(loaded.source)
-        [result] = target.ingest(
-            [path], file_metadata(root, loaded.front_matter), update_index=False
+        [result] = target.ingest_loaded(
+            [loaded], file_metadata(root, loaded.front_matter), update_index=False
         )
     except InvalidInputError as exc:
+        sha = _sha_or_blank(path)
         ledger.record(path, sha, FAILED, error=str(exc))
         report.failed[str(path)] = str(exc)
         return
