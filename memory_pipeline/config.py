@@ -8,11 +8,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.search.fusion import DEFAULT_FUSION, parse_fusion
+from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD
+from memory_pipeline.ingest.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_MAX_CHUNK_SIZE
+from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.search.fusion import parse_fusion
+from memory_pipeline.search.params import SearchParams
 from memory_pipeline.store.engine import sqlite_url
-
-DEFAULT_MODEL = "multilingual-e5-small"
 
 
 def default_cache_dir() -> Path:
@@ -20,8 +24,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "memory-pipeline" / "models"
 
 
+_SEARCH = SearchParams()
+_MEMORY = MemoryParams()
+
+
 @dataclass(frozen=True)
 class Settings:
+    """Every setting with its default; each default is taken from the module that uses it."""
+
     db_path: Path = Path("hybrid_rag.db")
     index_path: Path = Path("indices")
     archive_path: Path = Path("archive")
@@ -29,21 +39,21 @@ class Settings:
     model: str = DEFAULT_MODEL
     model_cache: Path = field(default_factory=default_cache_dir)
     reranker: str | None = None
-    embed_batch_size: int = 32
-    max_chunk_size: int = 256
-    chunk_overlap: int = 32
-    top_n: int = 50
-    fusion: str = DEFAULT_FUSION  # one of FUSIONS; see memory_pipeline/search/fusion.py
-    rrf_k: int = 60
-    max_file_bytes: int = 20 * 1024 * 1024
-    ivf_threshold: int = 200_000
-    memory_time_weight: float = 0.2
-    memory_freq_weight: float = 0.1
-    memory_importance_threshold: float = 0.0
+    embed_batch_size: int = DEFAULT_BATCH_SIZE
+    max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+    top_n: int = _SEARCH.top_n
+    fusion: str = _SEARCH.fusion  # one of FUSIONS; see memory_pipeline/search/fusion.py
+    rrf_k: int = _SEARCH.rrf_k
+    max_file_bytes: int = DEFAULT_MAX_BYTES
+    ivf_threshold: int = DEFAULT_IVF_THRESHOLD
+    memory_time_weight: float = _MEMORY.time_weight
+    memory_freq_weight: float = _MEMORY.freq_weight
+    memory_importance_threshold: float = _MEMORY.importance_threshold
     memory_half_life_overrides: tuple[tuple[str, float | None], ...] = ()
-    guaranteed_types: tuple[str, ...] = ("principle",)
-    guaranteed_importance_threshold: float = 0.7
-    guaranteed_candidates_limit: int = 50
+    guaranteed_types: tuple[str, ...] = _SEARCH.guaranteed_types
+    guaranteed_importance_threshold: float = _SEARCH.guaranteed_importance_threshold
+    guaranteed_candidates_limit: int = _SEARCH.guaranteed_candidates_limit
 
     @property
     def url(self) -> str:

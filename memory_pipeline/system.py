@@ -28,7 +28,12 @@ from memory_pipeline.ingest.loaders import (
     normalized_content_hash,
 )
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
-from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_batch
+from memory_pipeline.memory.forgetting import (
+    DEFAULT_MAX_FRACTION,
+    DEFAULT_SCORE_THRESHOLD,
+    ForgettingReport,
+    run_forgetting_batch,
+)
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
@@ -42,7 +47,8 @@ from memory_pipeline.metadata import (
     check_texts,
     validate_metadata,
 )
-from memory_pipeline.search.pipeline import HybridSearcher, SearchParams
+from memory_pipeline.search.params import DEFAULT_TOP_K, SearchParams
+from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.search.rerank import Reranker, load_reranker
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.types import (
@@ -305,7 +311,7 @@ class MemorySystem:
     def query(
         self,
         query: str,
-        top_k: int = 5,
+        top_k: int = DEFAULT_TOP_K,
         *,
         filters: SearchFilters | None = None,
         enable_mmr: bool = False,
@@ -422,9 +428,9 @@ class MemorySystem:
         time_weight: float | None = None,
         freq_weight: float | None = None,
         importance_threshold: float | None = None,
-        score_threshold: float = 0.05,
+        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
         dry_run: bool = True,
-        max_fraction: float = 0.2,
+        max_fraction: float = DEFAULT_MAX_FRACTION,
         force: bool = False,
         now: dt.datetime | None = None,
         examples: int = 10,

@@ -12,12 +12,14 @@ from typing import Annotated
 
 from pydantic import Field
 
+from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters, SearchHit
 from serving.schemas import (
     MAX_EMBED_CHARS,
     MAX_QUERY_CHARS,
     MAX_RERANK,
+    MCP_MAX_TOP_K,
     ChunkIn,
     ChunkOut,
     DocId,
@@ -77,7 +79,9 @@ class ReadTools:
             list[Tag] | None, Field(max_length=20, description="only chunks with all these tags")
         ] = None,
         filters: SearchFiltersIn | None = None,
-        top_k: Annotated[int, Field(ge=1, le=50, description="how many chunks to return")] = 5,
+        top_k: Annotated[
+            int, Field(ge=1, le=MCP_MAX_TOP_K, description="how many chunks to return")
+        ] = DEFAULT_TOP_K,
         include_stats: Annotated[
             bool, Field(description="also return timings and index diagnostics")
         ] = False,

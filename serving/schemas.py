@@ -30,6 +30,8 @@ MAX_EMBED_CHARS = 20_000
 MAX_TEXT_CHARS = 1_000_000
 MAX_FILES = 100
 MAX_RERANK = 200
+# A tool result is read by a model: fewer hits than a library call may ask for.
+MCP_MAX_TOP_K = 50
 
 Tag = Annotated[
     str, Field(min_length=1, max_length=MAX_TAG_CHARS, description="e.g. 'project:orbit'")

@@ -7,7 +7,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from memory_pipeline.memory.forgetting import ForgettingReport, RestoreReport
+from memory_pipeline.memory.forgetting import (
+    DEFAULT_MAX_FRACTION,
+    DEFAULT_SCORE_THRESHOLD,
+    ForgettingReport,
+    RestoreReport,
+)
 
 if TYPE_CHECKING:
     from memory_pipeline.system import MemorySystem
@@ -105,12 +110,15 @@ def register(
         help="importance below this is cut; unset importance always passes (default: configured)",
     )
     p.add_argument(
-        "--score-threshold", type=float, default=0.05, help="memory value below this is forgotten"
+        "--score-threshold",
+        type=float,
+        default=DEFAULT_SCORE_THRESHOLD,
+        help=f"memory value below this is forgotten (default {DEFAULT_SCORE_THRESHOLD})",
     )
     p.add_argument(
         "--max-fraction",
         type=float,
-        default=0.2,
+        default=DEFAULT_MAX_FRACTION,
         help="refuse to archive more than this share of live chunks in one run",
     )
     p.add_argument("--force", action="store_true", help="archive even above --max-fraction")

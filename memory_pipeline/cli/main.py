@@ -18,6 +18,7 @@ from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
 from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.types import SearchFilters
 
 SAMPLE_QUERIES = (
@@ -204,7 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", parents=[common], help="hybrid search")
     p.add_argument("query")
-    p.add_argument("-k", "--top-k", type=int, default=5)
+    p.add_argument(
+        "-k",
+        "--top-k",
+        type=int,
+        default=DEFAULT_TOP_K,
+        help=f"chunks to return (default {DEFAULT_TOP_K})",
+    )
     p.add_argument("--tag", action="append", help="only chunks with this tag (repeatable: all)")
     p.add_argument("--knowledge-type", action="append", choices=[k.value for k in KnowledgeType])
     p.add_argument("--doc-id", action="append")

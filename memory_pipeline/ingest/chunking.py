@@ -86,12 +86,17 @@ class _Counter:
         return cost
 
 
+#: Chunk budget and overlap in the embedding model's tokens.
+DEFAULT_MAX_CHUNK_SIZE = 256
+DEFAULT_CHUNK_OVERLAP = 32
+
+
 def chunk_document(
     text: str,
     *,
     token_counter: Callable[[str], int],
-    max_chunk_size: int = 256,
-    overlap: int = 32,
+    max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
+    overlap: int = DEFAULT_CHUNK_OVERLAP,
     fmt: str = "markdown",
 ) -> list[Chunk]:
     """Split ``text`` into chunks of at most ``max_chunk_size`` tokens each (never empty)."""

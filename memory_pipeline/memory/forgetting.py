@@ -49,6 +49,10 @@ __all__ = [
     "run_forgetting_batch",
 ]
 
+#: Memory value below which a chunk is a forgetting candidate.
+DEFAULT_SCORE_THRESHOLD = 0.05
+#: A real run that would archive more than this share of live chunks is refused.
+DEFAULT_MAX_FRACTION = 0.2
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
 _SNIPPET = 100
 
@@ -183,9 +187,9 @@ def run_forgetting_batch(
     archive_path: Path,
     embedder: Embedder,
     params: MemoryParams,
-    score_threshold: float = 0.05,
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD,
     dry_run: bool = True,
-    max_fraction: float = 0.2,
+    max_fraction: float = DEFAULT_MAX_FRACTION,
     force: bool = False,
     now: dt.datetime | None = None,
     examples: int = 10,

@@ -11,11 +11,15 @@ from typing import Any
 import dagster as dg
 from pydantic import PrivateAttr
 
-from memory_pipeline.config import DEFAULT_MODEL, Settings, default_cache_dir
-from memory_pipeline.search.fusion import DEFAULT_FUSION
+from memory_pipeline.config import Settings, default_cache_dir
 from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
+
+
+def _default(name: str) -> Any:
+    """``Settings``' default for a field (read without building one: that reads the env)."""
+    return Settings.__dataclass_fields__[name].default
 
 
 class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -25,19 +29,20 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     first use); ``store()`` is the database alone, for sensors that only count.
     """
 
-    db_path: str = "hybrid_rag.db"
-    index_path: str = "indices"
-    archive_path: str = "archive"
+    # Defaults are the library's own (``Settings``), never written here again.
+    db_path: str = str(_default("db_path"))
+    index_path: str = str(_default("index_path"))
+    archive_path: str = str(_default("archive_path"))
     database_url: str | None = None
-    model: str = DEFAULT_MODEL
+    model: str = _default("model")
     model_cache: str | None = None
     reranker: str | None = None
-    embed_batch_size: int = 32
-    max_chunk_size: int = 256
-    chunk_overlap: int = 32
-    max_file_bytes: int = 20 * 1024 * 1024
-    top_n: int = 50
-    fusion: str = DEFAULT_FUSION
+    embed_batch_size: int = _default("embed_batch_size")
+    max_chunk_size: int = _default("max_chunk_size")
+    chunk_overlap: int = _default("chunk_overlap")
+    max_file_bytes: int = _default("max_file_bytes")
+    top_n: int = _default("top_n")
+    fusion: str = _default("fusion")
 
     _system: MemorySystem | None = PrivateAttr(default=None)
     _store: Store | None = PrivateAttr(default=None)

@@ -9,10 +9,14 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.search.fusion import DEFAULT_FUSION, parse_fusion
 
+#: Chunks a search returns unless asked otherwise, and the most a library call may ask for.
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 1000
+
 
 @dataclass(frozen=True)
 class SearchParams:
-    top_k: int = 5
+    top_k: int = DEFAULT_TOP_K
     top_n: int = 50
     fusion: str = DEFAULT_FUSION
     rrf_k: int = 60
@@ -29,8 +33,8 @@ class SearchParams:
     now: dt.datetime | None = None
 
     def validate(self) -> None:
-        if not 1 <= self.top_k <= 1000:
-            raise InvalidInputError(f"top_k must be between 1 and 1000, got {self.top_k}")
+        if not 1 <= self.top_k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
         if not 1 <= self.top_n <= 10_000:
             raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
         parse_fusion(self.fusion)

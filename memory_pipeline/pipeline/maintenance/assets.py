@@ -5,7 +5,11 @@ import datetime as dt
 import dagster as dg
 
 from memory_pipeline.evaluation import forgetting_cost
-from memory_pipeline.memory.forgetting import score_candidates
+from memory_pipeline.memory.forgetting import (
+    DEFAULT_MAX_FRACTION,
+    DEFAULT_SCORE_THRESHOLD,
+    score_candidates,
+)
 from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 from memory_pipeline.pipeline.ingestion.assets import INDEX_POOL
 from memory_pipeline.pipeline.resources import MemoryResource
@@ -18,8 +22,8 @@ class ForgettingConfig(dg.Config):
     """The forgetting batch's knobs. ``dry_run: false`` archives and removes the candidates."""
 
     dry_run: bool = True
-    score_threshold: float = 0.05
-    max_fraction: float = 0.2
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD
+    max_fraction: float = DEFAULT_MAX_FRACTION
     force: bool = False
     time_weight: float | None = None
     freq_weight: float | None = None
