@@ -47,6 +47,7 @@ from memory_pipeline.metadata import (
     check_texts,
     validate_metadata,
 )
+from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 from memory_pipeline.search.params import DEFAULT_TOP_K, SearchParams
 from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.search.rerank import Reranker, load_reranker
@@ -315,7 +316,7 @@ class MemorySystem:
         *,
         filters: SearchFilters | None = None,
         enable_mmr: bool = False,
-        mmr_lambda: float = 0.7,
+        mmr_lambda: float = DEFAULT_MMR_LAMBDA,
         use_reranker: bool = True,
         record_access: bool = True,
         enable_memory_rerank: bool = False,

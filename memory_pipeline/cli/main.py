@@ -17,6 +17,7 @@ from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
+from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.types import SearchFilters
@@ -225,9 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the memory axis (importance cut, decay by knowledge_type, access boost) "
         "and consider guaranteed principles",
     )
-    p.add_argument("--time-weight", type=float, help="memory axis: weight of freshness (0.2)")
-    p.add_argument("--freq-weight", type=float, help="memory axis: weight of access count (0.1)")
-    p.add_argument("--importance-threshold", type=float, help="memory axis: importance cutoff (0)")
+    p.add_argument(
+        "--time-weight",
+        type=float,
+        help=f"memory axis: weight of freshness (default {MemoryParams.time_weight})",
+    )
+    p.add_argument(
+        "--freq-weight",
+        type=float,
+        help=f"memory axis: weight of access count (default {MemoryParams.freq_weight})",
+    )
+    p.add_argument(
+        "--importance-threshold",
+        type=float,
+        help=f"memory axis: importance cutoff (default {MemoryParams.importance_threshold})",
+    )
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(

@@ -12,6 +12,9 @@ import numpy as np
 
 from memory_pipeline.errors import InvalidInputError
 
+#: Relevance's share against novelty (Carbonell & Goldstein's λ).
+DEFAULT_MMR_LAMBDA = 0.7
+
 
 def mmr_select(
     candidate_ids: Sequence[int],
@@ -19,7 +22,7 @@ def mmr_select(
     vectors: np.ndarray,
     *,
     k: int,
-    lambda_: float = 0.7,
+    lambda_: float = DEFAULT_MMR_LAMBDA,
 ) -> list[int]:
     """Pick up to ``k`` ids greedily by Maximal Marginal Relevance.
 

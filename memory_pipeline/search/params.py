@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.scoring import MemoryParams
-from memory_pipeline.search.fusion import DEFAULT_FUSION, parse_fusion
+from memory_pipeline.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, parse_fusion
+from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 
 #: Chunks a search returns unless asked otherwise, and the most a library call may ask for.
 DEFAULT_TOP_K = 5
@@ -19,9 +20,9 @@ class SearchParams:
     top_k: int = DEFAULT_TOP_K
     top_n: int = 50
     fusion: str = DEFAULT_FUSION
-    rrf_k: int = 60
+    rrf_k: int = DEFAULT_RRF_K
     enable_mmr: bool = False
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = DEFAULT_MMR_LAMBDA
     use_reranker: bool = True
     rerank_depth: int = 30
     record_access: bool = True
