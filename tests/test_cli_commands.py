@@ -1,0 +1,387 @@
+"""Every `memory-pipeline` command once through `main()`, on a real memory in tmp_path.
+
+One row per command (``CASES``): what a good run exits with and prints (the top-level
+keys of ``--json`` where the command has it), and one bad argument with the message it
+must put on stderr. A command the parser knows without a row fails
+``test_every_command_has_a_row``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from memory_pipeline.cli import main
+from memory_pipeline.cli.main import build_parser
+from memory_pipeline.evaluation.results import EvalRun
+from memory_pipeline.system import doc_id_for
+
+DOCS = {
+    "fusion.md": "---\nknowledge_type: principle\nimportance: 0.9\n---\n\n# Fusion\n\n"
+    "Reciprocal rank fusion adds one over k plus rank across the dense and sparse lists.",
+    "bm25.md": "---\nknowledge_type: paper\nimportance: 0.8\n---\n\n# BM25\n\n"
+    "Okapi BM25 ranks documents by term frequency and inverse document frequency.",
+    "launch.md": "---\nknowledge_type: news\nimportance: 0.2\n---\n\n# Launch\n\n"
+    "The search platform launched internally last week with a new dashboard.",
+}
+SOURCES_YAML = "state: state/sources-state.json\nroots:\n  - name: notes\n    path: roots/notes\n"
+
+SEARCH_KEYS = {"query", "hits", "stats"}
+HIT_KEYS = {
+    "chunk_id", "doc_id", "chunk_index", "content", "knowledge_type", "importance", "tags",
+    "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source",
+}  # fmt: skip
+HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings"}
+STATS_KEYS = {
+    "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
+    "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",
+    "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "generated_at",
+    "importance_share", "tag_coverage",
+}  # fmt: skip
+DUPLICATES_KEYS = {
+    "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
+    "skipped_vectors", "truncated", "generated_at",
+}  # fmt: skip
+FORGET_KEYS = {
+    "run_id", "dry_run", "params", "live_chunks", "candidates", "archived", "limit", "refused",
+    "by_type", "examples", "archive_path", "index_version", "index_error", "timings_s",
+}  # fmt: skip
+RESTORE_KEYS = {
+    "selector", "selected", "restored", "reused_vectors", "reembedded", "documents_recreated",
+    "new_ids", "skipped", "not_archived", "index_version", "index_error", "seconds",
+}  # fmt: skip
+STATUS_ROW_KEYS = {"path", "root", "kind", "state", "reason", "documents"}
+
+
+@dataclass
+class Ctx:
+    """The memory every row runs against, and the values its arguments refer to."""
+
+    dir: Path
+    values: dict[str, str] = field(default_factory=dict)
+
+    def common(self) -> list[str]:
+        return ["--db", str(self.dir / "memory.db"), "--index", str(self.dir / "indices")]
+
+    def fill(self, args: tuple[str, ...]) -> list[str]:
+        return [a.format(**self.values) for a in args]
+
+
+@dataclass(frozen=True)
+class Case:
+    args: tuple[str, ...]  # after the command words and the storage flags
+    stdout: str  # a fragment a good run prints
+    bad_args: tuple[str, ...]
+    bad_message: str  # a fragment of what a bad run prints on stderr
+    code: int = 0
+    json_keys: set[str] | None = None  # top-level keys (each row's keys for a JSON list)
+    before: Callable[[Ctx], None] | None = None
+    check: Callable[[Ctx, Any], None] | None = None  # on the parsed JSON, or the stdout text
+
+
+def argv_for(ctx: Ctx, command: str, *args: str) -> list[str]:
+    """The command words, this memory's storage flags, the hashing embedder, then ``args``."""
+    return [*command.split(), *ctx.common(), "--model", "hashing", *args]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``main(argv)``'s exit code (argparse's own exit included), stdout and stderr."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _sql(ctx: Ctx, statement: str) -> Any:
+    engine = sa.create_engine(f"sqlite:///{ctx.dir / 'memory.db'}")
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(sa.text(statement))
+            return result.scalar() if result.returns_rows else None
+    finally:
+        engine.dispose()
+
+
+def _forget_news(ctx: Ctx) -> None:
+    """Archive the news note (importance 0.2), so there is a run to restore."""
+    args = ("--apply", "--importance-threshold", "0.5", "--max-fraction", "0.5")
+    assert main(argv_for(ctx, "forget", *args)) == 0
+    ctx.values["run_id"] = _sql(ctx, "SELECT run_id FROM forgetting_runs")
+
+
+def _ingest_unindexed(ctx: Ctx) -> None:
+    assert main(argv_for(ctx, "ingest", "--no-index", str(ctx.dir / "new.md"))) == 0
+
+
+def _forget_dates(ctx: Ctx) -> None:
+    _sql(ctx, "UPDATE documents SET source_date = NULL, source_date_rule = NULL")
+
+
+def _check_ingest(ctx: Ctx, out: str) -> None:
+    assert out.split()[:2] == ["ingested", doc_id_for((ctx.dir / "new.md").read_bytes())]
+
+
+def _check_search(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert data["query"] == "reciprocal rank fusion"
+    assert data["hits"][0]["doc_id"] == ctx.values["fusion_id"]
+    assert all(set(h) == HIT_KEYS for h in data["hits"])
+    assert data["stats"]["unindexed_searched"] == 0
+
+
+def _check_health(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert data["healthy"] is True and data["index_version"] == 1
+
+
+def _check_stats(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert (data["documents"], data["chunks"], data["embedder"]) == (3, 3, "hashing-bow-384")
+
+
+def _check_duplicates(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert (data["vectors_searched"], data["chunk_pairs"], data["threshold"]) == (3, [], 0.9)
+
+
+def _check_forget(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert data["dry_run"] is True and data["archived"] == 0
+    assert (data["live_chunks"], data["candidates"]) == (3, 1)
+    assert data["examples"][0]["doc_id"] == ctx.values["launch_id"]
+
+
+def _check_restore(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert (data["selected"], data["restored"], data["reused_vectors"]) == (1, 1, 1)
+
+
+def _check_status(ctx: Ctx, data: list[dict[str, Any]]) -> None:
+    assert [(Path(r["path"]).name, r["root"], r["state"]) for r in data] == [
+        ("note.md", "notes", "new")
+    ]
+
+
+def _check_eval(ctx: Ctx, out: str) -> None:
+    [report] = (ctx.dir / "reports").glob("*.json")
+    evaluated = EvalRun.load(report)
+    assert [v.name for v in evaluated.variants] == ["bm25", "hybrid"]
+    assert evaluated.n_queries == 2
+    assert evaluated.variant("bm25").summary["hit_rate@3"] == 1.0
+
+
+CASES: dict[str, Case] = {
+    "ingest": Case(
+        args=("{dir}/new.md",),
+        stdout="1 chunks",
+        bad_args=("{dir}/missing.md",),
+        bad_message="missing.md: no such file",
+        check=_check_ingest,
+    ),
+    "search": Case(
+        args=("reciprocal rank fusion", "--json", "--stats", "--no-access"),
+        stdout='"hits"',
+        json_keys=SEARCH_KEYS,
+        bad_args=("fusion", "-k", "0"),
+        bad_message="error: top_k must be between 1 and",
+        check=_check_search,
+    ),
+    "backfill-source-date": Case(
+        args=(),
+        stdout="3 documents would update (dry run",
+        before=_forget_dates,
+        bad_args=("--db", "{dir}/no-such-folder/memory.db"),
+        bad_message="error: database folder",
+    ),
+    "update-index": Case(
+        args=(),
+        stdout="index version 2 (update): +1 -0, 4 vectors, 4 BM25 docs",
+        before=_ingest_unindexed,
+        bad_args=("--db", "{dir}/no-such-folder/memory.db"),
+        bad_message="error: database folder",
+    ),
+    "rebuild-index": Case(
+        args=(),
+        stdout="index version 2 (rebuild): 3 vectors, 3 BM25 docs",
+        bad_args=("--model", "other-model"),
+        bad_message="have no vector of model 'other-model'",
+    ),
+    "health": Case(
+        args=("--json",),
+        stdout='"healthy"',
+        json_keys=HEALTH_KEYS,
+        bad_args=("--no-such-flag",),
+        bad_message="unrecognized arguments: --no-such-flag",
+        check=_check_health,
+    ),
+    "stats": Case(
+        args=("--json",),
+        stdout='"documents"',
+        json_keys=STATS_KEYS,
+        bad_args=("--json", "extra"),
+        bad_message="unrecognized arguments: extra",
+        check=_check_stats,
+    ),
+    "duplicates": Case(
+        args=("--json", "--threshold", "0.9"),
+        stdout='"chunk_pairs"',
+        json_keys=DUPLICATES_KEYS,
+        bad_args=("--threshold", "1.5"),
+        bad_message="argument --threshold: expected a number in (0, 1], got 1.5",
+        check=_check_duplicates,
+    ),
+    "forget": Case(
+        args=("--json", "--importance-threshold", "0.5"),
+        stdout='"dry_run": true',
+        json_keys=FORGET_KEYS,
+        bad_args=("--score-threshold", "2"),
+        bad_message="error: score_threshold must be a number in [0, 1], got 2",
+        check=_check_forget,
+    ),
+    "restore": Case(
+        args=("--run-id", "{run_id}", "--json"),
+        stdout='"restored": 1',
+        json_keys=RESTORE_KEYS,
+        before=_forget_news,
+        bad_args=("--json",),
+        bad_message="one of the arguments --run-id --doc-id --chunk-id is required",
+        check=_check_restore,
+    ),
+    "sources status": Case(
+        args=("--sources", "{dir}/sources.yaml", "--json"),
+        stdout='"state": "new"',
+        json_keys=STATUS_ROW_KEYS,
+        bad_args=(),
+        bad_message="error: no sources file: pass --sources FILE or set MEMORY_PIPELINE_SOURCES",
+        check=_check_status,
+    ),
+    "sources sync": Case(
+        args=("--sources", "{dir}/sources.yaml"),
+        stdout="1 files to ingest, 0 removed: +1 new",
+        bad_args=("--sources", "{dir}/missing.yaml"),
+        bad_message="missing.yaml does not exist",
+    ),
+    "eval": Case(
+        args=(
+            *("--golden", "{dir}/golden.yaml", "--config", "bm25,hybrid", "--k-values", "1,3"),
+            *("--output-dir", "{dir}/reports", "--no-chart", "--no-progress"),
+        ),
+        stdout="| variant |",
+        bad_args=("--golden", "{dir}/golden.yaml", "--max-drop", "0.1"),
+        bad_message="error: --max-drop needs --compare",
+        check=_check_eval,
+    ),
+    "demo": Case(
+        args=("--query", "Why should old news fade?"),
+        stdout="ingesting 4 sample documents with model hashing",
+        bad_args=("--query",),
+        bad_message="argument --query: expected one argument",
+    ),
+}
+
+
+def commands(
+    parser: argparse.ArgumentParser, prefix: str = ""
+) -> dict[str, argparse.ArgumentParser]:
+    """Every runnable command path of the parser (``search``, ``sources sync``) → its parser."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                path = f"{prefix} {name}".strip()
+                found |= commands(sub, path) or {path: sub}
+    return found
+
+
+def test_every_command_has_a_row() -> None:
+    parsers = commands(build_parser())
+    assert set(parsers) == set(CASES)
+    with_json = {
+        name for name, p in parsers.items() if any("--json" in a.option_strings for a in p._actions)
+    }
+    # Every command with --json has its output shape checked, with --json passed.
+    assert with_json == {name for name, case in CASES.items() if case.json_keys is not None}
+    assert all("--json" in CASES[name].args for name in with_json)
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Ctx:
+    """Three ingested notes (through ``main``), a sources root with one new file, a golden set."""
+    for key in list(os.environ):
+        if key.startswith(("HYBRID_RAG_", "MEMORY_PIPELINE_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HYBRID_RAG_ARCHIVE_PATH", str(tmp_path / "archive"))
+    monkeypatch.setenv("HYBRID_RAG_EMBEDDING_MODEL", "hashing")
+    monkeypatch.setenv("HYBRID_RAG_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.chdir(tmp_path)
+    context = Ctx(tmp_path, {"dir": str(tmp_path)})
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    ids = {name: doc_id_for((docs / name).read_bytes()) for name in DOCS}
+    context.values.update(fusion_id=ids["fusion.md"], launch_id=ids["launch.md"])
+    (tmp_path / "new.md").write_text("# New\n\nA note about violins and cellos.", encoding="utf-8")
+    (tmp_path / "roots" / "notes").mkdir(parents=True)
+    (tmp_path / "roots" / "notes" / "note.md").write_text("# Note\n\nZebras.", encoding="utf-8")
+    (tmp_path / "sources.yaml").write_text(SOURCES_YAML, encoding="utf-8")
+    golden = {
+        "name": "cli",
+        "queries": [
+            {"id": "rrf", "query": "reciprocal rank fusion", "relevant": [ids["fusion.md"]]},
+            {"id": "bm25", "query": "inverse document frequency", "relevant": [ids["bm25.md"]]},
+        ],
+    }
+    (tmp_path / "golden.yaml").write_text(yaml.safe_dump(golden), encoding="utf-8")
+    code, _, err = run(argv_for(context, "ingest", *map(str, sorted(docs.iterdir()))), capsys)
+    assert code == 0, err
+    return context
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_command_runs(name: str, ctx: Ctx, capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES[name]
+    if case.before:
+        case.before(ctx)
+        capsys.readouterr()
+    code, out, err = run(argv_for(ctx, name, *ctx.fill(case.args)), capsys)
+    assert code == case.code, err
+    assert case.stdout in out
+    result: Any = out
+    if case.json_keys is not None:
+        result = json.loads(out)
+        rows = result if isinstance(result, list) else [result]
+        assert rows and all(set(row) == case.json_keys for row in rows)
+    if case.check:
+        case.check(ctx, result)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_command_refuses_a_bad_argument(
+    name: str, ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = CASES[name]
+    code, out, err = run(argv_for(ctx, name, *ctx.fill(case.bad_args)), capsys)
+    assert code == 2
+    assert case.bad_message in err
+    assert out == ""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=sa.exc.NoSuchModuleError,
+    reason="a --database-url with an unknown scheme escapes main() as SQLAlchemy's "
+    "NoSuchModuleError (a traceback, exit 1) instead of an 'error: …' line naming the URL "
+    "and exit 2: Store/engine does not turn it into an InvalidInputError",
+)
+def test_an_unusable_database_url_is_an_error_line(
+    ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["update-index", "--database-url", "nope://x", "--model", "hashing"], capsys)
+    assert code == 2
+    assert "error:" in err and "nope://x" in err
