@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.index.dense import search_segments
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.search.pipeline import SearchParams
 from memory_pipeline.system import MemorySystem
@@ -81,13 +80,7 @@ def run_dense(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> lis
     version = system.reader.current()
     if version is None:
         return []
-    hits = search_segments(
-        version.segments,
-        req.vector,
-        req.depth,
-        deleted=version.deleted,
-        allowed=_allowed(system, req.filters),
-    )
+    hits = version.dense.search(req.vector, req.depth, allowed=_allowed(system, req.filters))
     return chunks.refs([cid for cid, _ in hits])
 
 

@@ -173,3 +173,26 @@ def search_segments(
         merged.extend(segment.search(query, top_n, selector=selector))
     merged.sort(key=lambda pair: (-pair[1], pair[0]))
     return merged[:top_n]
+
+
+@dataclass
+class SegmentedDense:
+    """The published dense side: immutable segments minus the ids deleted since."""
+
+    segments: Sequence[DenseSegment]
+    deleted: np.ndarray
+
+    def search(
+        self, query: np.ndarray, top_n: int, *, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        return search_segments(self.segments, query, top_n, deleted=self.deleted, allowed=allowed)
+
+    def scores_for(
+        self, query: np.ndarray, ids: np.ndarray
+    ) -> tuple[list[tuple[int, float]], np.ndarray]:
+        return scores_for_ids(self.segments, query, ids, deleted=self.deleted)
+
+    def member_ids(self) -> np.ndarray:
+        if not self.segments:
+            return np.zeros(0, dtype=np.int64)
+        return np.setdiff1d(np.concatenate([s.ids for s in self.segments]), self.deleted)

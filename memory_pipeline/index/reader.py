@@ -10,7 +10,9 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from memory_pipeline.index.dense import DenseSegment
+from memory_pipeline.index.dense import DenseSegment, SegmentedDense
+from memory_pipeline.index.protocols import DenseIndex
+from memory_pipeline.index.protocols import SparseIndex as SparseSearch
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.versions import Manifest, pointer_stamp, read_current
 
@@ -23,14 +25,15 @@ class LoadedVersion:
     path: Path
     segments: list[DenseSegment]
     deleted: np.ndarray
-    sparse: SparseIndex
+    sparse: SparseSearch
+
+    @property
+    def dense(self) -> DenseIndex:
+        return SegmentedDense(self.segments, self.deleted)
 
     def member_ids(self) -> np.ndarray:
         """Ids this version serves (segment ids minus deleted), sorted."""
-        if not self.segments:
-            return np.zeros(0, dtype=np.int64)
-        all_ids = np.concatenate([s.ids for s in self.segments])
-        return np.setdiff1d(all_ids, self.deleted)
+        return self.dense.member_ids()
 
 
 def load_deleted(vdir: Path) -> np.ndarray:

@@ -10,7 +10,6 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError
-from memory_pipeline.index.dense import search_segments
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
@@ -117,13 +116,7 @@ class HybridSearcher:
             )
             if not len(ids):
                 return
-            best = search_segments(
-                version.segments,
-                run.qvec,
-                p.guaranteed_candidates_limit,
-                deleted=version.deleted,
-                allowed=ids,
-            )
+            best = version.dense.search(run.qvec, p.guaranteed_candidates_limit, allowed=ids)
             have = {r.id for r in run.pool}
             new = [(cid, rank, s) for rank, (cid, s) in enumerate(best, 1) if cid not in have]
             records = self.store.get_chunks([cid for cid, _, _ in new])

@@ -11,7 +11,6 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.index import bm25
-from memory_pipeline.index.dense import scores_for_ids, search_segments
 from memory_pipeline.index.reader import LoadedVersion
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.search.fusion import FUSION_METHODS, Fusion
@@ -32,13 +31,7 @@ class Retriever:
         p, version = run.params, run.version
         if version is not None:
             with run.timer.stage("dense"):
-                run.dense = search_segments(
-                    version.segments,
-                    run.qvec,
-                    p.top_n,
-                    deleted=version.deleted,
-                    allowed=run.allowed,
-                )
+                run.dense = version.dense.search(run.qvec, p.top_n, allowed=run.allowed)
             with run.timer.stage("sparse"):
                 run.sparse = version.sparse.search(
                     run.tokens, p.top_n, allowed_ids=_as_set(run.allowed)
@@ -81,9 +74,7 @@ class Retriever:
             missing = np.asarray(sorted(in_sparse - in_dense), dtype=np.int64)
             if len(missing) and run.version is not None:
                 # Exact inner products of just these ids from the published segments.
-                found, missing = scores_for_ids(
-                    run.version.segments, run.qvec, missing, deleted=run.version.deleted
-                )
+                found, missing = run.version.dense.scores_for(run.qvec, missing)
                 dense += found
             queued = [cid for cid in missing.tolist() if cid in run.unindexed_dense]
             dense += [(cid, run.unindexed_dense[cid]) for cid in queued]  # scored already
