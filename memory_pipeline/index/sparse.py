@@ -35,7 +35,6 @@ import errno
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,10 +42,17 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from memory_pipeline.durable import fsync_dir, write_bytes
 from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
 from memory_pipeline.index import bm25
 from memory_pipeline.index.bm25 import FIELD_NORMS_TABLE, quantize_length
+from memory_pipeline.index.sparse_files import (
+    BODY_FIELD,
+    ID_FIELD,
+    check_schema,
+    clone_index,
+    read_meta,
+    schema,
+)
 
 __all__ = [
     "BM25_B",
@@ -57,9 +63,6 @@ __all__ = [
     "quantize_length",
 ]
 
-BODY_FIELD = "body"
-ID_FIELD = "chunk_id"
-
 BM25_K1 = bm25.K1
 BM25_B = bm25.B
 
@@ -69,62 +72,6 @@ WRITER_HEAP_BYTES = 64_000_000
 WRITER_THREADS = 1
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-_META = "meta.json"
-_MANAGED = ".managed.json"
-_LOCK_FILES = frozenset({".tantivy-meta.lock", ".tantivy-writer.lock"})
-
-
-def _schema() -> tantivy.Schema:
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field(BODY_FIELD, tokenizer_name="whitespace", index_option="freq")
-    builder.add_integer_field(ID_FIELD, stored=True, indexed=True, fast=True)
-    return builder.build()
-
-
-def _check_schema(path: Path, meta: dict[str, Any]) -> None:
-    """Raise IndexError_ unless ``meta`` describes the schema :func:`_schema` builds."""
-    fields = {f.get("name"): f for f in meta.get("schema", [])}
-    body, cid = fields.get(BODY_FIELD), fields.get(ID_FIELD)
-    ok = (
-        body is not None
-        and body.get("type") == "text"
-        and (body.get("options", {}).get("indexing") or {}).get("tokenizer") == "whitespace"
-        and (body.get("options", {}).get("indexing") or {}).get("record") in ("freq", "position")
-        and cid is not None
-        and cid.get("type") == "i64"
-        and cid.get("options", {}).get("indexed")
-        and cid.get("options", {}).get("fast")
-    )
-    if not ok:
-        raise IndexError_(
-            f"{path} holds a tantivy index but not a sparse index of memory_pipeline "
-            f"(expected fields {BODY_FIELD!r}: whitespace-tokenized text with frequencies, "
-            f"{ID_FIELD!r}: indexed fast i64; found {sorted(k for k in fields if k)}). "
-            "Point to the right directory or rebuild it with SparseIndex.create()."
-        )
-
-
-def _read_meta(path: Path) -> tuple[bytes, dict[str, Any]]:
-    meta_path = path / _META
-    try:
-        raw = meta_path.read_bytes()
-    except FileNotFoundError:
-        raise IndexError_(
-            f"no sparse index at {path}: {_META} is missing. Build one with "
-            "SparseIndex.create() (or check the path / published version)."
-        ) from None
-    except OSError as exc:
-        raise IndexError_(f"cannot read {meta_path}: {exc}") from exc
-    try:
-        meta = json.loads(raw)
-        if not isinstance(meta, dict) or not isinstance(meta.get("segments"), list):
-            raise ValueError("no 'segments' list")
-    except ValueError as exc:
-        raise IndexError_(
-            f"sparse index at {path} is corrupt: {_META} is not valid tantivy metadata "
-            f"({exc}). Rebuild the index or restore the directory from a published copy."
-        ) from exc
-    return raw, meta
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -188,7 +135,7 @@ class SparseIndex:
                 )
         try:
             path.mkdir(parents=True, exist_ok=True)
-            index = tantivy.Index(_schema(), path=str(path), reuse=False)
+            index = tantivy.Index(schema(), path=str(path), reuse=False)
         except (OSError, ValueError) as exc:
             raise IndexError_(f"cannot create a sparse index at {path}: {exc}") from exc
         return cls(path, index, writable=True)
@@ -208,8 +155,8 @@ class SparseIndex:
                 f"no sparse index at {path}: the directory does not exist. Build one with "
                 "SparseIndex.create() (or check the path / published version)."
             )
-        _, meta = _read_meta(path)
-        _check_schema(path, meta)
+        _, meta = read_meta(path)
+        check_schema(path, meta)
         try:
             compatible = tantivy.Index.is_compatible(str(path))
         except (OSError, ValueError) as exc:
@@ -233,78 +180,7 @@ class SparseIndex:
                 "restore the directory from a published copy."
             ) from exc
 
-    @staticmethod
-    def clone(src: Path, dst: Path) -> None:
-        """Make ``dst`` an independent copy of the index committed at ``src``.
-
-        tantivy never modifies a segment file once written (deletes go to new
-        ``.del`` files, merges to new segments, ``meta.json`` is replaced
-        atomically), so the segment files of the committed snapshot are
-        hard-linked, ``meta.json`` is copied and ``.managed.json`` is written
-        for exactly the linked files. Cost is O(number of files). Files of
-        uncommitted segments and lock files are skipped. Falls back to copying
-        when hard links are impossible (other file system).
-
-        ``dst`` must not exist or be an empty directory; it is assembled in a
-        sibling temporary directory and renamed into place, so nobody sees a
-        half-made copy. A commit racing in ``src`` is handled by retrying.
-        """
-        src, dst = Path(src), Path(dst)
-        if not src.is_dir():
-            raise IndexError_(f"cannot clone {src}: no such index directory.")
-        if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
-            raise IndexError_(f"cannot clone into {dst}: it exists and is not an empty directory.")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        last_error: Exception | None = None
-        for _attempt in range(5):
-            tmp = dst.parent / f".{dst.name}.clone-{uuid.uuid4().hex}"
-            tmp.mkdir()
-            try:
-                SparseIndex._clone_once(src, tmp)
-                os.replace(tmp, dst)  # replaces an empty dst directory atomically
-                fsync_dir(dst.parent)
-                return
-            except FileNotFoundError as exc:  # a file was garbage-collected by a commit in src
-                last_error = exc
-            except OSError as exc:
-                raise IndexError_(f"cannot clone {src} to {dst}: {exc}") from exc
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-        raise IndexError_(f"cannot clone {src}: it kept changing during the copy ({last_error}).")
-
-    @staticmethod
-    def _clone_once(src: Path, dst: Path) -> None:
-        raw, meta = _read_meta(src)
-        _check_schema(src, meta)
-        segments: dict[str, int | None] = {}
-        for seg in meta["segments"]:
-            deletes = seg.get("deletes")
-            segments[str(seg["segment_id"]).replace("-", "")] = (
-                int(deletes["opstamp"]) if deletes else None
-            )
-        linked: list[str] = []
-        for name in os.listdir(src):
-            if name in _LOCK_FILES or name in (_META, _MANAGED):
-                continue
-            parts = name.split(".")
-            if parts[0] not in segments:
-                continue  # uncommitted, or garbage not yet collected
-            # "<segment>.<opstamp>.del": only the one of the committed opstamp is live.
-            if parts[-1] == "del" and parts != [parts[0], str(segments[parts[0]]), "del"]:
-                continue
-            _link_or_copy(src / name, dst / name)
-            linked.append(name)
-        # Every segment must be complete (at least its postings and doc store).
-        for seg_id in segments:
-            for ext in ("idx", "store"):
-                if f"{seg_id}.{ext}" not in linked:
-                    raise FileNotFoundError(
-                        errno.ENOENT, "segment file vanished", f"{seg_id}.{ext}"
-                    )
-        write_bytes(dst / _META, raw)
-        write_bytes(dst / _MANAGED, json.dumps([*linked, _META]).encode())
-        fsync_dir(dst)
+    clone = staticmethod(clone_index)
 
     def _load_searcher(self) -> tantivy.Searcher:
         self._index.reload()
