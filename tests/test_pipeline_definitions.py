@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,21 +61,56 @@ def test_index_writers_share_one_pool(defs: dg.Definitions) -> None:
     assert defs.resolve_job_def("ingest_sources").tags["memory_pipeline/writer"] == "sources"
 
 
-def test_the_composition_root_reads_the_environment_only_when_loaded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = make_corpus(tmp_path).env(MEMORY_PIPELINE_TAG_COVERAGE_FLOOR="0.25")
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    sys.path.insert(0, str(REPO))
-    try:
-        import definitions as root
-    finally:
-        sys.path.remove(str(REPO))
-    loaded = root.defs()
-    assert loaded.resources["memory"].db_path == env["HYBRID_RAG_DB_PATH"]  # type: ignore[union-attr]
-    check = next(c for c in loaded.asset_checks or [] if "tagging_coverage" in str(c.check_keys))
-    assert "25%" in (next(iter(check.check_specs)).description or "")
+# Imports the repository's definitions.py in a fresh interpreter whose environment has
+# no HYBRID_RAG_* or MEMORY_PIPELINE_* variable, sets them only then, and loads.
+IMPORT_THEN_LOAD = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import definitions as root
+os.environ.update(json.loads(sys.argv[2]))
+loaded = root.defs()
+memory, sources = loaded.resources["memory"], loaded.resources["sources"]
+settings = memory.settings()
+check = next(c for c in loaded.asset_checks if "tagging_coverage" in str(c.check_keys))
+print(json.dumps({
+    "db_path": str(settings.db_path),
+    "index_path": str(settings.index_path),
+    "archive_path": str(settings.archive_path),
+    "model": settings.model,
+    "max_chunk_size": settings.max_chunk_size,
+    "fusion": settings.fusion,
+    "sources_file": sources.sources_file,
+    "check": next(iter(check.check_specs)).description,
+}))
+"""
+
+
+def test_the_composition_root_reads_the_environment_only_when_loaded(tmp_path: Path) -> None:
+    env = make_corpus(tmp_path).env(
+        MEMORY_PIPELINE_TAG_COVERAGE_FLOOR="0.25", HYBRID_RAG_FUSION="rrf"
+    )
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("HYBRID_RAG_", "MEMORY_PIPELINE_"))
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_THEN_LOAD, str(REPO), json.dumps(env)],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {k: loaded[k] for k in ("db_path", "index_path", "archive_path", "model")} == {
+        "db_path": env["HYBRID_RAG_DB_PATH"],
+        "index_path": env["HYBRID_RAG_INDEX_PATH"],
+        "archive_path": env["HYBRID_RAG_ARCHIVE_PATH"],
+        "model": "hashing",
+    }
+    assert (loaded["max_chunk_size"], loaded["fusion"]) == (64, "rrf")
+    assert loaded["sources_file"] == env["MEMORY_PIPELINE_SOURCES"]
+    assert "25%" in loaded["check"]
 
 
 @pytest.mark.parametrize(

@@ -136,7 +136,7 @@ def test_filters_tags_and_access(db_url: str) -> None:
 def test_vectors_by_content_and_model_guard(db_url: str) -> None:
     store = Store(db_url)
     v = vecs(2)
-    store.add_document(doc("d"), chunks("same text", "other"), v, "m")
+    first = store.add_document(doc("d"), chunks("same text", "other"), v, "m")
     from memory_pipeline.store import content_sha
 
     known = store.vectors_by_content([content_sha("same text"), content_sha("unknown")], "m")
@@ -148,20 +148,49 @@ def test_vectors_by_content_and_model_guard(db_url: str) -> None:
     with pytest.raises(ModelMismatchError):
         store.check_model("m", 8)
     batches = list(store.iter_vectors("m", batch_size=1))
-    assert [b[0].tolist() for b in batches] == [[1], [2]] or len(batches) == 2
+    assert [b[0].tolist() for b in batches] == [[first[0]], [first[1]]]
+
+    v2 = vecs(3, seed=1)
+    second = store.add_document(doc("e", source="other"), chunks("x", "y", "z"), v2, "m")
+    # Keyset batches of 2 over 5 vectors: every id once, ascending, with its own vector.
+    batches = list(store.iter_vectors("m", batch_size=2))
+    every = first + second
+    assert [b[0].tolist() for b in batches] == [every[0:2], every[2:4], every[4:5]]
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), np.concatenate([v, v2]))
+    assert list(store.iter_vectors("other-model", batch_size=2)) == []
     store.close()
 
 
 def test_replace_is_one_transaction(db_url: str) -> None:
     store = Store(db_url)
     store.add_document(doc("old", source="file.md"), chunks("v1"), vecs(1), "m")
-    store.add_document(
-        doc("new", source="file.md"), chunks("v2", "v2b"), vecs(2), "m", replace=["old"]
+    v = vecs(2, seed=2)
+    ids = store.add_document(
+        doc("new", source="file.md"), chunks("v2", "v2b"), v, "m", ["keep"], replace=["old"]
     )
     assert [d.doc_id for d in store.documents_by_source("file.md")] == ["new"]
-    # a failing write leaves nothing behind
+    queued = store.pending_changes().seqs.tolist()
+
+    # Each replace deletes "new", then fails inserting its successor (two chunks with
+    # one chunk_index violate the unique constraint): the delete must roll back with it.
+    clash = [NewChunk(0, "v3", 1), NewChunk(0, "v3 again", 2)]
     with pytest.raises(sa.exc.IntegrityError):
-        store.add_document(doc("new", source="file.md"), chunks("dup"), vecs(1), "m", replace=[])
+        store.add_document(doc("newer", source="file.md"), clash, vecs(2), "m", replace=["new"])
+    with pytest.raises(sa.exc.IntegrityError):
+        store.store_document(doc("newest", source="file.md"), clash, vecs(2), "m")
+
+    assert [d.doc_id for d in store.documents_by_source("file.md")] == ["new"]
+    assert store.get_document("newer") is None and store.get_document("newest") is None
+    records = store.get_chunks(ids)
+    assert [(records[i].content, records[i].tags) for i in ids] == [
+        ("v2", ("keep",)),
+        ("v2b", ("keep",)),
+    ]
+    found, matrix = store.vectors_for(ids, "m")
+    assert found.tolist() == ids
+    np.testing.assert_array_equal(matrix, v)
+    assert [c.id for c in store.find_by_tag("keep")] == ids
+    assert store.pending_changes().seqs.tolist() == queued  # no delete of "new" was queued
     assert store.counts() == {"documents": 1, "chunks": 2}
     store.close()
 
