@@ -15,9 +15,7 @@ from memory_pipeline.cli.reports import register
 from memory_pipeline.index.reader import IndexReader
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
-from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.health import HealthFinding, HealthReport, index_health
-from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.store.schema import Chunk, Embedding
 from memory_pipeline.system import MemorySystem
 
@@ -32,38 +30,12 @@ def archive_file(system: MemorySystem) -> Path:
     return system.settings.archive_path / "chunks_archive.jsonl"
 
 
-class Reports:
-    """What MemorySystem's report wrappers do: the report functions on the system's parts."""
-
-    def __init__(self, system: MemorySystem) -> None:
-        self.system = system
-
-    def index_health(self) -> HealthReport:
-        s = self.system
-        return index_health(s.store, s.reader, archive_file(s), s.embedder.model_id, s.embedder.dim)
-
-    def system_stats(self) -> SystemStats:
-        s = self.system
-        return system_stats(
-            s.store, s.reader, embedder_id=s.embedder.model_id, reranker_status=s.reranker_status
-        )
-
-    def duplicate_audit(self, *, threshold: float, max_pairs: int) -> DuplicateReport:
-        return duplicate_audit(
-            self.system.store,
-            self.system.embedder.model_id,
-            threshold=threshold,
-            max_pairs=max_pairs,
-        )
-
-
 def health(system: MemorySystem, *, model_id: str | None = None) -> HealthReport:
+    """The system's own report, or one checked against another model id."""
+    if model_id is None:
+        return system.index_health()
     return index_health(
-        system.store,
-        system.reader,
-        archive_file(system),
-        model_id or system.embedder.model_id,
-        system.embedder.dim,
+        system.store, system.reader, archive_file(system), model_id, system.embedder.dim
     )
 
 
@@ -294,7 +266,7 @@ def test_archive_lines_that_do_not_parse(system: MemorySystem) -> None:
 def _parser(system: MemorySystem) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    register(sub, [], lambda _args: Reports(system))
+    register(sub, [], lambda _args: system)
     return parser
 
 
@@ -312,6 +284,29 @@ def test_health_cli_exit_codes(system: MemorySystem, capsys: pytest.CaptureFixtu
     assert data["healthy"] is False
     debris = [f for f in data["findings"] if f["check"] == "debris"]
     assert debris[0]["examples"] == [ids[0]]
+
+
+def test_stats_and_duplicates_commands_run_the_systems_reports(
+    system: MemorySystem, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(system)
+    system.ingest_text(DOCS["alpha"] + "\n", "alpha copy", update_index=True)  # same text
+    parser = _parser(system)
+    args = parser.parse_args(["stats", "--json"])
+    assert args.func(args) == 0
+    stats = json.loads(capsys.readouterr().out)
+    direct = system.system_stats().to_dict()
+    same = ("documents", "chunks", "vectors_by_model", "embedder", "reranker_status", "index")
+    assert {k: stats[k] for k in same} == {k: direct[k] for k in same}
+    assert (stats["documents"], stats["chunks"], stats["embedder"]) == (4, 4, "hashing-bow-384")
+
+    args = parser.parse_args(["duplicates", "--json", "--max-pairs", "5"])
+    assert args.func(args) == 0
+    audit = json.loads(capsys.readouterr().out)
+    direct = system.duplicate_audit(threshold=0.95, max_pairs=5).to_dict()
+    assert audit["model_id"] == direct["model_id"] == system.embedder.model_id
+    assert audit["chunk_pairs"] == direct["chunk_pairs"] and len(audit["chunk_pairs"]) == 1
+    assert audit["document_groups"] == direct["document_groups"]
 
 
 def test_debris_and_gaps_on_each_backend(db_url: str, tmp_path: Path) -> None:
