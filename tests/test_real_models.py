@@ -66,7 +66,16 @@ def test_default_model_space_is_recorded(e5_memory: MemorySystem) -> None:
     hits = e5_memory.query(
         "internal search platform release announcement", top_k=4, record_access=False
     ).hits
-    assert any(h.knowledge_type == "news" for h in hits)
+    sources = [Path(h.source or "").name for h in hits]
+    [dense_first] = [h for h in hits if h.stage_scores["dense_rank"] == 1]
+    assert Path(dense_first.source or "").name == "news-search-platform-v2.md"
+    assert dense_first.stage_scores["sparse"] == 0.0  # no term in common: dense alone found it
+    # and the fused ranking puts it in the top two, above the paper and the experiment
+    first_news = sources.index("news-search-platform-v2.md")
+    assert first_news <= 1
+    assert not {"paper-reciprocal-rank-fusion.md", "experiment-chunk-size.md"} & set(
+        sources[:first_news]
+    )
 
 
 def test_cross_encoder_stage_runs_when_configured(tmp_path: Path) -> None:
