@@ -19,6 +19,7 @@ from memory_pipeline.pipeline.ingestion.assets import (
 )
 from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
+from memory_pipeline.system import doc_id_for
 from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
 
 ALL = [
@@ -50,6 +51,19 @@ def meta(result: dg.ExecuteInProcessResult, key: str) -> dict[str, Any]:
     return {k: v.value for k, v in event.metadata.items()}
 
 
+def memory_chunks(corpus: Corpus, root: str) -> int:
+    """Chunks stored from the files of one source root (``notes`` or ``papers``)."""
+    memory: MemoryResource = resources(corpus)["memory"]
+    store = memory.store()
+    try:
+        docs = [
+            store.get_document(doc_id_for(p.read_bytes())) for p in getattr(corpus, root).iterdir()
+        ]
+        return sum(d.n_chunks for d in docs if d is not None)
+    finally:
+        memory.teardown_after_execution(None)
+
+
 def materialize(
     corpus: Corpus, run_config: dict[str, Any] | None = None
 ) -> dg.ExecuteInProcessResult:
@@ -76,7 +90,10 @@ def test_resources_come_from_the_environment(corpus: Corpus) -> None:
 
 
 def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus) -> None:
-    result = materialize(corpus)
+    # The notes root gives importance 0.8: a threshold of 0.9 makes both notes
+    # forgetting candidates, and one of them is the golden answer to "rrf".
+    forgetting = {"importance_threshold": 0.9}
+    result = materialize(corpus, {"ops": {"forgetting_candidates": {"config": forgetting}}})
     assert result.success
     keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert keys == ASSET_KEYS
@@ -105,12 +122,14 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
     forget = meta(result, "forgetting_candidates")
     assert forget["dry_run"] is True and forget["archived"] == 0
     assert forget["live_chunks"] == chunks["chunks_total"]
-    # the report states what forgetting would cost on the golden set (nothing here: no candidates)
+    notes = memory_chunks(corpus, "notes")
+    assert forget["candidates"] == forget["candidates_importance_below_threshold"] == notes > 0
+    # the report states what forgetting would cost on the golden set: "rrf" loses its answer
     assert "golden_cost" in forget
-    assert (
-        forget["golden_ndcg_at_10_with_candidates"]
-        == forget["golden_ndcg_at_10_without_candidates"]
-    )
+    for metric in ("ndcg_at_10", "recall_at_10"):
+        with_candidates = forget[f"golden_{metric}_with_candidates"]
+        without = forget[f"golden_{metric}_without_candidates"]
+        assert with_candidates == 1.0 and without < with_candidates, metric
 
     evaluation = meta(result, "retrieval_eval")
     assert evaluation["queries"] == 2 and evaluation["documents"] == 5
