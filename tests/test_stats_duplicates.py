@@ -13,7 +13,6 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.duplicates import duplicate_audit
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.system import MemorySystem
-from tests.test_health import Reports
 
 WORDS = (
     "memory systems keep long lived knowledge for agents while retrieval pipelines rank "
@@ -151,7 +150,7 @@ def test_stats_and_duplicates_cli(
 ) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    register(sub, [], lambda _args: Reports(system))
+    register(sub, [], lambda _args: system)
 
     args = parser.parse_args(["stats", "--json"])
     assert args.func(args) == 0
