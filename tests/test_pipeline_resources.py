@@ -42,19 +42,8 @@ CUSTOM = Settings(
 )
 SETTINGS_FIELDS = [f.name for f in dataclasses.fields(Settings)]
 CARRIED = [name for name in SETTINGS_FIELDS if name in MemoryResource.model_fields]
-# What the resource drops today (the issue: RRF k, the IVF threshold, the memory
-# weights and the guaranteed-candidate settings). Carrying one makes this list shorter.
-DROPPED = {
-    "rrf_k",
-    "ivf_threshold",
-    "memory_time_weight",
-    "memory_freq_weight",
-    "memory_importance_threshold",
-    "memory_half_life_overrides",
-    "guaranteed_types",
-    "guaranteed_importance_threshold",
-    "guaranteed_candidates_limit",
-}
+# Every Settings field is carried; a new field the resource forgets shows up here.
+DROPPED: set[str] = set()
 
 
 def test_the_custom_settings_change_every_field() -> None:
@@ -74,25 +63,10 @@ def test_which_settings_fields_the_resource_does_not_carry() -> None:
     assert set(SETTINGS_FIELDS) - set(CARRIED) == DROPPED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="MemoryResource has no field for rrf_k, ivf_threshold, memory_time_weight, "
-    "memory_freq_weight, memory_importance_threshold, memory_half_life_overrides, "
-    "guaranteed_types, guaranteed_importance_threshold or guaranteed_candidates_limit: "
-    "from_settings drops them and settings() gives back their defaults, so Dagster runs "
-    "ignore these settings",
-)
 def test_the_round_trip_gives_back_the_same_settings() -> None:
     assert MemoryResource.from_settings(CUSTOM).settings() == CUSTOM
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="MemoryResource drops rrf_k, ivf_threshold, the memory weights and the "
-    "guaranteed-candidate settings, so the system a Dagster asset opens runs on defaults",
-)
 def test_the_system_a_run_opens_uses_the_configured_settings(tmp_path: Path) -> None:
     configured = CUSTOM.with_overrides(
         db_path=tmp_path / "memory.db",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from memory_pipeline.config import Settings, default_cache_dir
 from memory_pipeline.sources.config import SourcesConfig, load_sources
@@ -43,6 +43,16 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     max_file_bytes: int = _default("max_file_bytes")
     top_n: int = _default("top_n")
     fusion: str = _default("fusion")
+    rrf_k: int = _default("rrf_k")
+    ivf_threshold: int = _default("ivf_threshold")
+    memory_time_weight: float = _default("memory_time_weight")
+    memory_freq_weight: float = _default("memory_freq_weight")
+    memory_importance_threshold: float = _default("memory_importance_threshold")
+    # knowledge_type -> half-life in days (null: never decays)
+    memory_half_life_overrides: dict[str, float | None] = Field(default_factory=dict)
+    guaranteed_types: list[str] = Field(default_factory=lambda: list(_default("guaranteed_types")))
+    guaranteed_importance_threshold: float = _default("guaranteed_importance_threshold")
+    guaranteed_candidates_limit: int = _default("guaranteed_candidates_limit")
 
     _system: MemorySystem | None = PrivateAttr(default=None)
     _store: Store | None = PrivateAttr(default=None)
@@ -63,6 +73,15 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             max_file_bytes=settings.max_file_bytes,
             top_n=settings.top_n,
             fusion=settings.fusion,
+            rrf_k=settings.rrf_k,
+            ivf_threshold=settings.ivf_threshold,
+            memory_time_weight=settings.memory_time_weight,
+            memory_freq_weight=settings.memory_freq_weight,
+            memory_importance_threshold=settings.memory_importance_threshold,
+            memory_half_life_overrides=dict(settings.memory_half_life_overrides),
+            guaranteed_types=list(settings.guaranteed_types),
+            guaranteed_importance_threshold=settings.guaranteed_importance_threshold,
+            guaranteed_candidates_limit=settings.guaranteed_candidates_limit,
         )
 
     def settings(self) -> Settings:
@@ -80,6 +99,15 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             max_file_bytes=self.max_file_bytes,
             top_n=self.top_n,
             fusion=self.fusion,
+            rrf_k=self.rrf_k,
+            ivf_threshold=self.ivf_threshold,
+            memory_time_weight=self.memory_time_weight,
+            memory_freq_weight=self.memory_freq_weight,
+            memory_importance_threshold=self.memory_importance_threshold,
+            memory_half_life_overrides=tuple(self.memory_half_life_overrides.items()),
+            guaranteed_types=tuple(self.guaranteed_types),
+            guaranteed_importance_threshold=self.guaranteed_importance_threshold,
+            guaranteed_candidates_limit=self.guaranteed_candidates_limit,
         )
 
     def system(self) -> MemorySystem:
