@@ -372,13 +372,6 @@ def test_command_refuses_a_bad_argument(
     assert out == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=sa.exc.NoSuchModuleError,
-    reason="a --database-url with an unknown scheme escapes main() as SQLAlchemy's "
-    "NoSuchModuleError (a traceback, exit 1) instead of an 'error: …' line naming the URL "
-    "and exit 2: Store/engine does not turn it into an InvalidInputError",
-)
 def test_an_unusable_database_url_is_an_error_line(
     ctx: Ctx, capsys: pytest.CaptureFixture[str]
 ) -> None:

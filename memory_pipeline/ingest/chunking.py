@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from memory_pipeline.errors import InvalidInputError
 
-_MIN_CHUNK_SIZE = 16
+MIN_CHUNK_SIZE = 16
+_MIN_CHUNK_SIZE = MIN_CHUNK_SIZE
 _FORMATS = {"markdown": True, "html": True, "text": False, "pdf": False}  # fmt -> has markdown?
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

@@ -13,6 +13,8 @@ from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 #: Chunks a search returns unless asked otherwise, and the most a library call may ask for.
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 1000
+#: Candidates each retriever may return before fusion.
+MAX_TOP_N = 10_000
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class SearchParams:
     def validate(self) -> None:
         if not 1 <= self.top_k <= MAX_TOP_K:
             raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
-        if not 1 <= self.top_n <= 10_000:
-            raise InvalidInputError(f"top_n must be between 1 and 10000, got {self.top_n}")
+        if not 1 <= self.top_n <= MAX_TOP_N:
+            raise InvalidInputError(f"top_n must be between 1 and {MAX_TOP_N}, got {self.top_n}")
         parse_fusion(self.fusion)
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")

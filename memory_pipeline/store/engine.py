@@ -88,7 +88,13 @@ def create_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return sa.create_engine(url, pool_pre_ping=True)
+    try:
+        return sa.create_engine(url, pool_pre_ping=True)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise InvalidInputError(
+            f"database URL {url!r} cannot be used ({exc}); give a file (HYBRID_RAG_DB_PATH) "
+            "or a URL such as postgresql://user@/memory?host=/var/run/postgresql"
+        ) from exc
 
 
 def _alembic_config() -> Config:
