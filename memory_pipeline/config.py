@@ -18,6 +18,7 @@ from memory_pipeline.ingest.chunking import (
 )
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_TOP_N, SearchParams
 from memory_pipeline.store.engine import sqlite_url
@@ -70,6 +71,29 @@ class Settings:
         for name, ok, expected in _CHECKS:
             if not ok(self):
                 raise SettingsError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
+        try:  # the memory axis checks its own parameters (weights' sum, half-lives)
+            self.memory_params()
+        except InvalidInputError as exc:
+            field = (
+                "memory_half_life_overrides" if "half-life" in str(exc) else "memory_time_weight"
+            )
+            raise SettingsError(field, str(exc)) from exc
+        unknown = sorted(set(self.guaranteed_types) - {k.value for k in KnowledgeType})
+        if unknown:
+            raise SettingsError(
+                "guaranteed_types",
+                f"guaranteed_types names unknown knowledge types {unknown}; "
+                f"use some of: {', '.join(k.value for k in KnowledgeType)}",
+            )
+
+    def memory_params(self) -> MemoryParams:
+        """The memory axis as configured (callers override per call)."""
+        return MemoryParams(
+            time_weight=self.memory_time_weight,
+            freq_weight=self.memory_freq_weight,
+            importance_threshold=self.memory_importance_threshold,
+            half_life_overrides=dict(self.memory_half_life_overrides),
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,20 +108,7 @@ class Settings:
             raw = env.get(name, "")
             if raw == "":
                 continue
-            kind = _FIELD_TYPES[key]
-            if kind is int:
-                try:
-                    values[key] = int(raw)
-                except ValueError as exc:
-                    raise InvalidInputError(
-                        f"{name} must be an integer, got {env[name]!r}"
-                    ) from exc
-            elif kind is Path:
-                values[key] = Path(raw)
-            elif key == "fusion":
-                values[key] = parse_fusion(env[name], name).value
-            else:
-                values[key] = raw
+            values[key] = _parse(key, name, raw)
         try:
             return cls(**values)
         except SettingsError as exc:
@@ -127,19 +138,72 @@ _ENV: dict[str, str] = {
     "chunk_overlap": "HYBRID_RAG_CHUNK_OVERLAP",
     "top_n": "HYBRID_RAG_TOP_N",
     "max_file_bytes": "HYBRID_RAG_MAX_FILE_BYTES",
+    "rrf_k": "HYBRID_RAG_RRF_K",
+    "ivf_threshold": "HYBRID_RAG_IVF_THRESHOLD",
+    "memory_time_weight": "HYBRID_RAG_TIME_WEIGHT",
+    "memory_freq_weight": "HYBRID_RAG_FREQ_WEIGHT",
+    "memory_importance_threshold": "HYBRID_RAG_IMPORTANCE_THRESHOLD",
+    "memory_half_life_overrides": "HYBRID_RAG_HALF_LIVES",
+    "guaranteed_types": "HYBRID_RAG_GUARANTEED_TYPES",
+    "guaranteed_importance_threshold": "HYBRID_RAG_GUARANTEED_IMPORTANCE",
+    "guaranteed_candidates_limit": "HYBRID_RAG_GUARANTEED_LIMIT",
 }
-_FIELD_TYPES = {
-    "db_path": Path,
-    "index_path": Path,
-    "archive_path": Path,
-    "model_cache": Path,
-    "embed_batch_size": int,
-    "max_chunk_size": int,
-    "chunk_overlap": int,
-    "top_n": int,
-    "max_file_bytes": int,
+_FLOATS = {
+    "memory_time_weight",
+    "memory_freq_weight",
+    "memory_importance_threshold",
+    "guaranteed_importance_threshold",
 }
-_FIELD_TYPES.update({k: str for k in _ENV if k not in _FIELD_TYPES})
+_INTS = {
+    "embed_batch_size",
+    "max_chunk_size",
+    "chunk_overlap",
+    "top_n",
+    "rrf_k",
+    "max_file_bytes",
+    "ivf_threshold",
+    "guaranteed_candidates_limit",
+}
+_PATHS = {"db_path", "index_path", "archive_path", "model_cache"}
+
+
+def _parse(key: str, name: str, raw: str) -> Any:
+    """One variable's value as its field's type, or an error naming the variable."""
+    try:
+        if key in _INTS:
+            return int(raw)
+        if key in _FLOATS:
+            return float(raw)
+    except ValueError as exc:
+        kind = "an integer" if key in _INTS else "a number"
+        raise InvalidInputError(f"{name} must be {kind}, got {raw!r}") from exc
+    if key in _PATHS:
+        return Path(raw)
+    if key == "fusion":
+        return parse_fusion(raw, name).value
+    if key == "guaranteed_types":
+        return tuple(t.strip() for t in raw.split(",") if t.strip())
+    if key == "memory_half_life_overrides":
+        return _half_lives(name, raw)
+    return raw
+
+
+def _half_lives(name: str, raw: str) -> tuple[tuple[str, float | None], ...]:
+    """``news=14,paper=180,experiment=none``: days per knowledge type (none: never decays)."""
+    out: list[tuple[str, float | None]] = []
+    for item in (i.strip() for i in raw.split(",") if i.strip()):
+        kind, sep, days = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            value = None if days.strip().lower() == "none" else float(days)
+        except ValueError:
+            raise InvalidInputError(
+                f"{name}: {item!r} is not <knowledge_type>=<days> (or =none); "
+                "e.g. news=14,paper=180"
+            ) from None
+        out.append((kind.strip(), value))
+    return tuple(out)
 
 
 def _unit(name: str) -> tuple[str, Any, str]:

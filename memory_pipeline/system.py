@@ -297,16 +297,13 @@ class MemorySystem:
         importance_threshold: float | None = None,
     ) -> MemoryParams:
         """The memory axis parameters: settings' defaults, overridden per call."""
-        st = self.settings
-        return MemoryParams(
-            time_weight=st.memory_time_weight if time_weight is None else time_weight,
-            freq_weight=st.memory_freq_weight if freq_weight is None else freq_weight,
-            importance_threshold=(
-                st.memory_importance_threshold
-                if importance_threshold is None
-                else importance_threshold
-            ),
-            half_life_overrides=dict(st.memory_half_life_overrides),
+        given: dict[str, Any] = {
+            "time_weight": time_weight,
+            "freq_weight": freq_weight,
+            "importance_threshold": importance_threshold,
+        }
+        return replace(
+            self.settings.memory_params(), **{k: v for k, v in given.items() if v is not None}
         )
 
     def query(

@@ -86,3 +86,67 @@ def test_an_empty_value_means_unset(name: str) -> None:
 def test_well_formed_values_are_read(name: str, value: str, expected: object) -> None:
     field = INTEGERS.get(name, "fusion")
     assert getattr(Settings.from_env({name: value}), field) == expected
+
+
+def test_every_setting_can_be_set_from_the_environment() -> None:
+    from dataclasses import fields
+
+    from memory_pipeline.config import _ENV
+
+    assert {f.name for f in fields(Settings)} == set(_ENV)
+    env = {
+        "HYBRID_RAG_RRF_K": "10",
+        "HYBRID_RAG_IVF_THRESHOLD": "5000",
+        "HYBRID_RAG_TIME_WEIGHT": "0.3",
+        "HYBRID_RAG_FREQ_WEIGHT": "0.2",
+        "HYBRID_RAG_IMPORTANCE_THRESHOLD": "0.4",
+        "HYBRID_RAG_HALF_LIVES": "news=7, paper=none",
+        "HYBRID_RAG_GUARANTEED_TYPES": "principle,paper",
+        "HYBRID_RAG_GUARANTEED_IMPORTANCE": "0.9",
+        "HYBRID_RAG_GUARANTEED_LIMIT": "5",
+    }
+    s = Settings.from_env(env)
+    assert (s.rrf_k, s.ivf_threshold) == (10, 5000)
+    assert (s.memory_time_weight, s.memory_freq_weight, s.memory_importance_threshold) == (
+        0.3,
+        0.2,
+        0.4,
+    )
+    assert s.memory_half_life_overrides == (("news", 7.0), ("paper", None))
+    assert s.guaranteed_types == ("principle", "paper")
+    assert (s.guaranteed_importance_threshold, s.guaranteed_candidates_limit) == (0.9, 5)
+    assert s.memory_params().importance_threshold == 0.4
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("HYBRID_RAG_TIME_WEIGHT", "heavy", "must be a number"),
+        ("HYBRID_RAG_TIME_WEIGHT", "1.5", "in [0, 1]"),
+        ("HYBRID_RAG_IMPORTANCE_THRESHOLD", "-0.1", "in [0, 1]"),
+        ("HYBRID_RAG_HALF_LIVES", "news", "<knowledge_type>=<days>"),
+        ("HYBRID_RAG_HALF_LIVES", "blog=3", "unknown knowledge_type"),
+        ("HYBRID_RAG_HALF_LIVES", "news=-2", "> 0 days"),
+        ("HYBRID_RAG_GUARANTEED_TYPES", "principle,blog", "unknown knowledge types"),
+        ("HYBRID_RAG_GUARANTEED_LIMIT", "5000", "between 0 and 1000"),
+        ("HYBRID_RAG_RRF_K", "-1", "at least 0"),
+    ],
+)
+def test_memory_and_search_variables_are_checked(name: str, value: str, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(message)) as info:
+        Settings.from_env({name: value})
+    assert name in str(info.value)
+
+
+def test_weights_that_leave_no_room_for_relevance_are_refused() -> None:
+    with pytest.raises(InvalidInputError, match="time_weight \\+ freq_weight"):
+        Settings.from_env({"HYBRID_RAG_TIME_WEIGHT": "0.7", "HYBRID_RAG_FREQ_WEIGHT": "0.5"})
+
+
+def test_the_readme_lists_every_variable() -> None:
+    from pathlib import Path
+
+    from memory_pipeline.config import _ENV
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert [name for name in _ENV.values() if f"`{name}`" not in readme] == []
