@@ -17,7 +17,7 @@ from tests.workers import go, spawn_ready
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 KILLS = 20  # kills that land inside update_index
-MAX_ROUNDS = 40
+MAX_ROUNDS = 80  # about half the kills land after the update finished: room to reach KILLS
 
 
 def add_docs(system: MemorySystem, tmp: Path, round_no: int, n: int = 40) -> None:
