@@ -31,10 +31,7 @@ readers use.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import os
-import shutil
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -490,12 +487,3 @@ def _check_id(chunk_id: Any) -> int:
     if not _I64_MIN <= cid <= _I64_MAX:
         raise InvalidInputError(f"chunk id {cid} does not fit in a signed 64-bit integer.")
     return cid
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT,):
-            raise
-        shutil.copy2(src, dst)  # other file system, or no hard links there
