@@ -71,13 +71,14 @@ class Settings:
         for name, ok, expected in _CHECKS:
             if not ok(self):
                 raise SettingsError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
-        try:  # the memory axis checks its own parameters (weights' sum, half-lives)
+        try:  # the memory axis checks its own parameters (ranges, their sum, half-lives)
             self.memory_params()
         except InvalidInputError as exc:
-            field = (
-                "memory_half_life_overrides" if "half-life" in str(exc) else "memory_time_weight"
-            )
-            raise SettingsError(field, str(exc)) from exc
+            # MemoryParams names the parameter first ("importance_threshold must be …").
+            named = "memory_" + str(exc).split(" ", 1)[0]
+            if named in _ENV:
+                raise SettingsError(named, str(exc)) from exc
+            raise SettingsError("memory_half_life_overrides", str(exc)) from exc
         unknown = sorted(set(self.guaranteed_types) - {k.value for k in KnowledgeType})
         if unknown:
             raise SettingsError(
@@ -227,9 +228,6 @@ _CHECKS: tuple[tuple[str, Any, str], ...] = (
     ("rrf_k", lambda s: s.rrf_k >= 0, "at least 0"),
     ("max_file_bytes", lambda s: s.max_file_bytes >= 1, "at least 1"),
     ("ivf_threshold", lambda s: s.ivf_threshold >= 1, "at least 1"),
-    _unit("memory_time_weight"),
-    _unit("memory_freq_weight"),
-    _unit("memory_importance_threshold"),
     _unit("guaranteed_importance_threshold"),
     (
         "guaranteed_candidates_limit",
