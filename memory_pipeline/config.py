@@ -20,7 +20,7 @@ from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
-from memory_pipeline.search.params import MAX_TOP_N, SearchParams
+from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchParams
 from memory_pipeline.store.engine import sqlite_url
 
 
@@ -231,7 +231,7 @@ _CHECKS: tuple[tuple[str, Any, str], ...] = (
     _unit("guaranteed_importance_threshold"),
     (
         "guaranteed_candidates_limit",
-        lambda s: 0 <= s.guaranteed_candidates_limit <= 1000,
-        "between 0 and 1000",
+        lambda s: 0 <= s.guaranteed_candidates_limit <= MAX_GUARANTEED,
+        f"between 0 and {MAX_GUARANTEED}",
     ),
 )

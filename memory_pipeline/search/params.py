@@ -15,6 +15,8 @@ DEFAULT_TOP_K = 5
 MAX_TOP_K = 1000
 #: Candidates each retriever may return before fusion.
 MAX_TOP_N = 10_000
+#: Guaranteed candidates (principles, important chunks) a search may add.
+MAX_GUARANTEED = 1000
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class SearchParams:
         parse_fusion(self.fusion)
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInputError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
-        if not 0 <= self.guaranteed_candidates_limit <= 1000:
+        if not 0 <= self.guaranteed_candidates_limit <= MAX_GUARANTEED:
             raise InvalidInputError(
-                f"guaranteed_candidates_limit must be in [0, 1000], got {self.guaranteed_candidates_limit}"
+                f"guaranteed_candidates_limit must be in [0, {MAX_GUARANTEED}], got {self.guaranteed_candidates_limit}"
             )
