@@ -87,6 +87,19 @@ class Settings:
                 f"use some of: {', '.join(k.value for k in KnowledgeType)}",
             )
 
+    def search_params(self, **per_call: Any) -> SearchParams:
+        """Search parameters as configured; ``per_call`` sets the rest (top_k, mmr, …)."""
+        configured: dict[str, Any] = {
+            "top_n": self.top_n,
+            "fusion": self.fusion,
+            "rrf_k": self.rrf_k,
+            "memory": self.memory_params(),
+            "guaranteed_types": self.guaranteed_types,
+            "guaranteed_importance_threshold": self.guaranteed_importance_threshold,
+            "guaranteed_candidates_limit": self.guaranteed_candidates_limit,
+        }
+        return SearchParams(**{**configured, **per_call})
+
     def memory_params(self) -> MemoryParams:
         """The memory axis as configured (callers override per call)."""
         return MemoryParams(

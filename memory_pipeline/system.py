@@ -48,7 +48,7 @@ from memory_pipeline.metadata import (
     validate_metadata,
 )
 from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
-from memory_pipeline.search.params import DEFAULT_TOP_K, SearchParams
+from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.search.rerank import Reranker, load_reranker
 from memory_pipeline.store import Store, content_sha, now_utc
@@ -328,12 +328,8 @@ class MemorySystem:
         if filters is not None:
             check_texts("filters.tags", filters.tags)
             check_texts("filters.doc_ids", filters.doc_ids)
-        st = self.settings
-        params = SearchParams(
+        params = self.settings.search_params(
             top_k=top_k,
-            top_n=st.top_n,
-            fusion=st.fusion,
-            rrf_k=st.rrf_k,
             enable_mmr=enable_mmr,
             mmr_lambda=mmr_lambda,
             use_reranker=use_reranker,
@@ -342,9 +338,6 @@ class MemorySystem:
             memory=self.memory_params(
                 memory_time_weight, memory_freq_weight, memory_importance_threshold
             ),
-            guaranteed_types=st.guaranteed_types,
-            guaranteed_importance_threshold=st.guaranteed_importance_threshold,
-            guaranteed_candidates_limit=st.guaranteed_candidates_limit,
             now=now,
         )
         return self.searcher.search(query, filters, params)

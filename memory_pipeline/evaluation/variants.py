@@ -15,7 +15,6 @@ import numpy as np
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.index.tokenizer import tokenize
-from memory_pipeline.search.pipeline import SearchParams
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 
@@ -89,20 +88,15 @@ def _hybrid(
 ) -> Runner:
     def run(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list[ChunkRef]:
         st = system.settings
-        params = SearchParams(
+        params = st.search_params(
             top_k=req.depth,
             # Each retriever must reach at least as deep as the list we score.
             top_n=max(st.top_n, req.depth),
             fusion=fusion or st.fusion,
-            rrf_k=st.rrf_k,
             enable_mmr=mmr,
             use_reranker=reranker,
             record_access=False,  # evaluating must not change the memory it measures
             enable_memory_rerank=memory,
-            memory=system.memory_params(),
-            guaranteed_types=st.guaranteed_types,
-            guaranteed_importance_threshold=st.guaranteed_importance_threshold,
-            guaranteed_candidates_limit=st.guaranteed_candidates_limit,
         )
         result = system.searcher.search(req.text, req.filters, params, query_vector=req.vector)
         return [ChunkRef(h.chunk_id, h.doc_id, h.chunk_index) for h in result.hits]
