@@ -187,10 +187,12 @@ def bench_real_ingest(workdir: Path, docs: int) -> dict[str, float]:
 
     root = workdir / "real"
     root.mkdir()
-    settings = Settings(db_path=root / "m.db", index_path=root / "idx").with_overrides(
-        model_cache=Path(os.environ.get("HYBRID_RAG_MODEL_CACHE", Settings().model_cache))
+    settings = Settings(db_path=root / "m.db", index_path=root / "idx").replace(
+        model_cache=Path(os.environ.get("HYBRID_RAG_MODEL_CACHE", Settings().embedding.model_cache))
     )
-    embedder = SentenceTransformerEmbedder(settings.model, cache_dir=settings.model_cache)
+    embedder = SentenceTransformerEmbedder(
+        settings.embedding.model, cache_dir=settings.embedding.model_cache
+    )
     _ = embedder.model  # load (and unpack once) outside the measured ingest
     forward = 0.0
     original = embedder.embed_documents

@@ -1,12 +1,22 @@
-"""Settings, read from the environment only at an entry point (CLI, server, Dagster)."""
+"""Settings: one model, read from the environment only at an entry point (CLI, server, Dagster).
+
+Every setting is a field of one section (search, memory axis, forgetting, index, …)
+whose alias is its ``HYBRID_RAG_*`` variable; its default is taken from the module
+that uses it, so it is written once. ``Settings()`` never reads the environment:
+``Settings.from_env(env)`` does, and refuses a bad value with the variable's name.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError
@@ -17,6 +27,7 @@ from memory_pipeline.ingest.chunking import (
     MIN_CHUNK_SIZE,
 )
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
@@ -31,83 +42,246 @@ def default_cache_dir() -> Path:
 
 _SEARCH = SearchParams()
 _MEMORY = MemoryParams()
+Unit = Annotated[float, annotated_types.Ge(0.0), annotated_types.Le(1.0)]
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every setting with its default; each default is taken from the module that uses it."""
+def _var(name: str, default: Any = None, **kw: Any) -> Any:
+    """A field read from the variable ``HYBRID_RAG_<name>``, with its default."""
+    if "default_factory" not in kw:
+        kw["default"] = default
+    return Field(validation_alias=f"HYBRID_RAG_{name}", **kw)
 
-    db_path: Path = Path("hybrid_rag.db")
-    index_path: Path = Path("indices")
-    archive_path: Path = Path("archive")
-    database_url: str | None = None
-    model: str = DEFAULT_MODEL
-    model_cache: Path = field(default_factory=default_cache_dir)
-    reranker: str | None = None
-    embed_batch_size: int = DEFAULT_BATCH_SIZE
-    max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
-    top_n: int = _SEARCH.top_n
-    fusion: str = _SEARCH.fusion  # one of FUSIONS; see memory_pipeline/search/fusion.py
-    rrf_k: int = _SEARCH.rrf_k
-    max_file_bytes: int = DEFAULT_MAX_BYTES
-    ivf_threshold: int = DEFAULT_IVF_THRESHOLD
-    memory_time_weight: float = _MEMORY.time_weight
-    memory_freq_weight: float = _MEMORY.freq_weight
-    memory_importance_threshold: float = _MEMORY.importance_threshold
-    memory_half_life_overrides: tuple[tuple[str, float | None], ...] = ()
-    guaranteed_types: tuple[str, ...] = _SEARCH.guaranteed_types
-    guaranteed_importance_threshold: float = _SEARCH.guaranteed_importance_threshold
-    guaranteed_candidates_limit: int = _SEARCH.guaranteed_candidates_limit
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+    )
+
+
+class EmbeddingSettings(_Section):
+    model: str = _var("EMBEDDING_MODEL", DEFAULT_MODEL)
+    model_cache: Path = _var("MODEL_CACHE", default_factory=default_cache_dir)
+    reranker: str | None = _var("RERANKER_MODEL")
+    embed_batch_size: Annotated[int, annotated_types.Ge(1)] = _var(
+        "EMBED_BATCH_SIZE", DEFAULT_BATCH_SIZE
+    )
+
+
+class IngestSettings(_Section):
+    max_chunk_size: Annotated[int, annotated_types.Ge(MIN_CHUNK_SIZE)] = _var(
+        "MAX_CHUNK_SIZE", DEFAULT_MAX_CHUNK_SIZE
+    )
+    chunk_overlap: Annotated[int, annotated_types.Ge(0)] = _var(
+        "CHUNK_OVERLAP", DEFAULT_CHUNK_OVERLAP
+    )
+    max_file_bytes: Annotated[int, annotated_types.Ge(1)] = _var(
+        "MAX_FILE_BYTES", DEFAULT_MAX_BYTES
+    )
+
+    @model_validator(mode="after")
+    def _overlap_leaves_room(self) -> IngestSettings:
+        if self.chunk_overlap >= self.max_chunk_size / 2:
+            raise _Refused(
+                "chunk_overlap",
+                f"must be below half of the chunk size (HYBRID_RAG_MAX_CHUNK_SIZE="
+                f"{self.max_chunk_size}), got {self.chunk_overlap!r}",
+            )
+        return self
+
+
+class IndexSettings(_Section):
+    ivf_threshold: Annotated[int, annotated_types.Ge(1)] = _var(
+        "IVF_THRESHOLD", DEFAULT_IVF_THRESHOLD
+    )
+
+
+class SearchSettings(_Section):
+    top_n: Annotated[int, annotated_types.Ge(1), annotated_types.Le(MAX_TOP_N)] = _var(
+        "TOP_N", _SEARCH.top_n
+    )
+    fusion: str = _var("FUSION", _SEARCH.fusion)  # see memory_pipeline/search/fusion.py
+    rrf_k: Annotated[int, annotated_types.Ge(0)] = _var("RRF_K", _SEARCH.rrf_k)
+    guaranteed_types: tuple[str, ...] = _var("GUARANTEED_TYPES", _SEARCH.guaranteed_types)
+    guaranteed_importance_threshold: Unit = _var(
+        "GUARANTEED_IMPORTANCE", _SEARCH.guaranteed_importance_threshold
+    )
+    guaranteed_candidates_limit: Annotated[
+        int, annotated_types.Ge(0), annotated_types.Le(MAX_GUARANTEED)
+    ] = _var("GUARANTEED_LIMIT", _SEARCH.guaranteed_candidates_limit)
+
+    @field_validator("fusion", mode="before")
+    @classmethod
+    def _fusion(cls, value: Any) -> Any:
+        return parse_fusion(value, "HYBRID_RAG_FUSION").value if isinstance(value, str) else value
+
+    @field_validator("guaranteed_types", mode="before")
+    @classmethod
+    def _types(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = tuple(t.strip() for t in value.split(",") if t.strip())
+        unknown = sorted(set(value) - {k.value for k in KnowledgeType})
+        if unknown:
+            raise _Refused(
+                "guaranteed_types",
+                f"names unknown knowledge types {unknown}; "
+                f"use some of: {', '.join(k.value for k in KnowledgeType)}",
+            )
+        return value
+
+
+class MemorySettings(_Section):
+    """The memory axis; ``MemoryParams`` checks the ranges (and that the weights leave room)."""
+
+    time_weight: float = _var("TIME_WEIGHT", _MEMORY.time_weight)
+    freq_weight: float = _var("FREQ_WEIGHT", _MEMORY.freq_weight)
+    importance_threshold: float = _var("IMPORTANCE_THRESHOLD", _MEMORY.importance_threshold)
+    # knowledge_type -> half-life in days (None: never decays); ``news=14,paper=none``
+    half_lives: tuple[tuple[str, float | None], ...] = _var("HALF_LIVES", ())
+
+    @field_validator("half_lives", mode="before")
+    @classmethod
+    def _half_lives(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _parse_half_lives(value)
+        return tuple(value.items()) if isinstance(value, Mapping) else value
+
+    @model_validator(mode="after")
+    def _axis(self) -> MemorySettings:
+        try:
+            self.params()
+        except InvalidInputError as exc:
+            # MemoryParams names its parameter first ("importance_threshold must be …").
+            name = str(exc).split(" ", 1)[0]
+            if name in type(self).model_fields:
+                raise _Refused(name, str(exc)) from None
+            raise _Refused("half_lives", f"half_lives: {exc}") from None
+        return self
+
+    def params(self) -> MemoryParams:
+        return MemoryParams(
+            time_weight=self.time_weight,
+            freq_weight=self.freq_weight,
+            importance_threshold=self.importance_threshold,
+            half_life_overrides=dict(self.half_lives),
+        )
+
+
+class ForgettingSettings(_Section):
+    score_threshold: Unit = _var("FORGET_SCORE_THRESHOLD", DEFAULT_SCORE_THRESHOLD)
+    max_fraction: Unit = _var("FORGET_MAX_FRACTION", DEFAULT_MAX_FRACTION)
+
+
+class ServingSettings(_Section):
+    """What the MCP server may touch; read by ``serving``, which owns the rules."""
+
+    # os.pathsep-separated folders ingest may read (None: the server's working directory)
+    allowed_roots: str | None = _var("ALLOWED_ROOTS")
+    allow_hard_links: bool = _var("ALLOW_HARD_LINKS", False)
+    http_token: str | None = _var("HTTP_TOKEN", repr=False)
+
+
+class Settings(BaseSettings):
+    """Every setting with its default, in sections; see the README for the variables."""
+
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+    )
+
+    db_path: Path = _var("DB_PATH", Path("hybrid_rag.db"))
+    database_url: str | None = _var("DATABASE_URL", repr=False)  # may hold a password
+    index_path: Path = _var("INDEX_PATH", Path("indices"))
+    archive_path: Path = _var("ARCHIVE_PATH", Path("archive"))
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    forgetting: ForgettingSettings = Field(default_factory=ForgettingSettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+
+    SECTIONS: ClassVar[tuple[str, ...]] = (
+        "embedding",
+        "ingest",
+        "index",
+        "search",
+        "memory",
+        "forgetting",
+        "serving",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only what the caller passes: the environment is read by from_env, at entry points.
+        return (init_settings,)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route(cls, data: Any) -> Any:
+        """A section's field may be given by its own name: ``Settings(top_n=20)``."""
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            where = _SECTION_OF.get(key)
+            if where is None or key in cls.model_fields:
+                out[key] = value
+            else:
+                section = out.setdefault(where, {})
+                if isinstance(section, BaseModel):
+                    section = out[where] = section.model_dump()
+                section[key] = value
+        return out
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
 
     @property
     def url(self) -> str:
         return self.database_url or sqlite_url(self.db_path.resolve())
 
-    def with_overrides(self, **changes: Any) -> Settings:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def __post_init__(self) -> None:
-        for name, ok, expected in _CHECKS:
-            if not ok(self):
-                raise SettingsError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
-        try:  # the memory axis checks its own parameters (ranges, their sum, half-lives)
-            self.memory_params()
-        except InvalidInputError as exc:
-            # MemoryParams names the parameter first ("importance_threshold must be …").
-            named = "memory_" + str(exc).split(" ", 1)[0]
-            if named in _ENV:
-                raise SettingsError(named, str(exc)) from exc
-            raise SettingsError("memory_half_life_overrides", str(exc)) from exc
-        unknown = sorted(set(self.guaranteed_types) - {k.value for k in KnowledgeType})
-        if unknown:
-            raise SettingsError(
-                "guaranteed_types",
-                f"guaranteed_types names unknown knowledge types {unknown}; "
-                f"use some of: {', '.join(k.value for k in KnowledgeType)}",
-            )
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (section fields by their own name), checked again."""
+        data = self.model_dump()
+        for key, value in changes.items():
+            where = None if key in type(self).model_fields else _SECTION_OF.get(key)
+            if where is None:
+                data[key] = value
+            else:
+                data[where][key] = value
+        return type(self)(**data)
 
     def search_params(self, **per_call: Any) -> SearchParams:
         """Search parameters as configured; ``per_call`` sets the rest (top_k, mmr, …)."""
-        configured: dict[str, Any] = {
-            "top_n": self.top_n,
-            "fusion": self.fusion,
-            "rrf_k": self.rrf_k,
-            "memory": self.memory_params(),
-            "guaranteed_types": self.guaranteed_types,
-            "guaranteed_importance_threshold": self.guaranteed_importance_threshold,
-            "guaranteed_candidates_limit": self.guaranteed_candidates_limit,
-        }
+        configured = {**self.search.model_dump(), "memory": self.memory_params()}
         return SearchParams(**{**configured, **per_call})
 
     def memory_params(self) -> MemoryParams:
         """The memory axis as configured (callers override per call)."""
-        return MemoryParams(
-            time_weight=self.memory_time_weight,
-            freq_weight=self.memory_freq_weight,
-            importance_threshold=self.memory_importance_threshold,
-            half_life_overrides=dict(self.memory_half_life_overrides),
-        )
+        return self.memory.params()
+
+    def to_env(self) -> dict[str, str]:
+        """The settings that differ from their defaults, as ``HYBRID_RAG_*`` variables
+        (``from_env`` reads them back to equal settings). The database URL and the HTTP
+        token are left out: they may be secrets, and travel on their own."""
+        default = Settings()
+        out: dict[str, str] = {}
+        for var, (section, name) in ENV_VARS.items():
+            if var in SECRET_VARS:
+                continue
+            value = _get(self, section, name)
+            if value != _get(default, section, name) and value is not None:
+                out[var] = _render(value)
+        return out
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -118,91 +292,68 @@ class Settings:
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        for key, name in _ENV.items():
-            raw = env.get(name, "")
-            if raw == "":
-                continue
-            values[key] = _parse(key, name, raw)
-        try:
-            return cls(**values)
-        except SettingsError as exc:
-            raise InvalidInputError(f"{_ENV.get(exc.field, exc.field)}: {exc}") from exc
+        for var, (section, name) in ENV_VARS.items():
+            raw = env.get(var, "")
+            if raw != "":
+                target = values.setdefault(section, {}) if section else values
+                target[var] = (raw.strip() or raw) if _stripped(name) else raw
+        return cls(**values)
 
 
-class SettingsError(InvalidInputError):
-    """A setting outside its range; ``field`` names it."""
+class _Refused(ValueError):
+    """A value outside its range: ``field`` names it, the message says what it must be."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
 
 
-#: Field -> environment variable (the names of the system this one descends from).
-_ENV: dict[str, str] = {
-    "db_path": "HYBRID_RAG_DB_PATH",
-    "index_path": "HYBRID_RAG_INDEX_PATH",
-    "archive_path": "HYBRID_RAG_ARCHIVE_PATH",
-    "database_url": "HYBRID_RAG_DATABASE_URL",
-    "model": "HYBRID_RAG_EMBEDDING_MODEL",
-    "model_cache": "HYBRID_RAG_MODEL_CACHE",
-    "reranker": "HYBRID_RAG_RERANKER_MODEL",
-    "fusion": "HYBRID_RAG_FUSION",
-    "embed_batch_size": "HYBRID_RAG_EMBED_BATCH_SIZE",
-    "max_chunk_size": "HYBRID_RAG_MAX_CHUNK_SIZE",
-    "chunk_overlap": "HYBRID_RAG_CHUNK_OVERLAP",
-    "top_n": "HYBRID_RAG_TOP_N",
-    "max_file_bytes": "HYBRID_RAG_MAX_FILE_BYTES",
-    "rrf_k": "HYBRID_RAG_RRF_K",
-    "ivf_threshold": "HYBRID_RAG_IVF_THRESHOLD",
-    "memory_time_weight": "HYBRID_RAG_TIME_WEIGHT",
-    "memory_freq_weight": "HYBRID_RAG_FREQ_WEIGHT",
-    "memory_importance_threshold": "HYBRID_RAG_IMPORTANCE_THRESHOLD",
-    "memory_half_life_overrides": "HYBRID_RAG_HALF_LIVES",
-    "guaranteed_types": "HYBRID_RAG_GUARANTEED_TYPES",
-    "guaranteed_importance_threshold": "HYBRID_RAG_GUARANTEED_IMPORTANCE",
-    "guaranteed_candidates_limit": "HYBRID_RAG_GUARANTEED_LIMIT",
+def _fields() -> dict[str, tuple[str, FieldInfo]]:
+    out: dict[str, tuple[str, FieldInfo]] = {}
+    for name, info in Settings.model_fields.items():
+        if name not in Settings.SECTIONS:
+            out[name] = ("", info)
+    for section in Settings.SECTIONS:
+        model: type[BaseModel] = Settings.model_fields[section].annotation  # type: ignore[assignment]
+        for name, info in model.model_fields.items():
+            out[name] = (section, info)
+    return out
+
+
+_FIELDS = _fields()
+_SECTION_OF = {name: section for name, (section, _) in _FIELDS.items() if section}
+#: Variable -> (section, field); '' is the top level.
+ENV_VARS: dict[str, tuple[str, str]] = {
+    str(info.validation_alias): (section, name) for name, (section, info) in _FIELDS.items()
 }
-_FLOATS = {
-    "memory_time_weight",
-    "memory_freq_weight",
-    "memory_importance_threshold",
-    "guaranteed_importance_threshold",
-}
-_INTS = {
-    "embed_batch_size",
-    "max_chunk_size",
-    "chunk_overlap",
-    "top_n",
-    "rrf_k",
-    "max_file_bytes",
-    "ivf_threshold",
-    "guaranteed_candidates_limit",
-}
-_PATHS = {"db_path", "index_path", "archive_path", "model_cache"}
+_VAR_OF = {name: var for var, (_, name) in ENV_VARS.items()}
+SECRET_VARS = frozenset({"HYBRID_RAG_DATABASE_URL", "HYBRID_RAG_HTTP_TOKEN"})
 
 
-def _parse(key: str, name: str, raw: str) -> Any:
-    """One variable's value as its field's type, or an error naming the variable."""
-    try:
-        if key in _INTS:
-            return int(raw)
-        if key in _FLOATS:
-            return float(raw)
-    except ValueError as exc:
-        kind = "an integer" if key in _INTS else "a number"
-        raise InvalidInputError(f"{name} must be {kind}, got {raw!r}") from exc
-    if key in _PATHS:
-        return Path(raw)
-    if key == "fusion":
-        return parse_fusion(raw, name).value
-    if key == "guaranteed_types":
-        return tuple(t.strip() for t in raw.split(",") if t.strip())
-    if key == "memory_half_life_overrides":
-        return _half_lives(name, raw)
-    return raw
+def variable(field: str) -> str:
+    """The ``HYBRID_RAG_*`` variable that sets ``field`` (e.g. ``allowed_roots``)."""
+    return _VAR_OF[field]
 
 
-def _half_lives(name: str, raw: str) -> tuple[tuple[str, float | None], ...]:
+def _get(settings: Settings, section: str, name: str) -> Any:
+    return getattr(getattr(settings, section) if section else settings, name)
+
+
+def _stripped(name: str) -> bool:
+    """Numbers and switches are read with surrounding blanks removed (not paths or names)."""
+    annotation = _FIELDS[name][1].annotation
+    return annotation in (int, float, bool) or name in {"fusion", "guaranteed_types"}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):
+        return ",".join(f"{k}={'none' if v is None else repr(v)}" for k, v in value)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _parse_half_lives(raw: str) -> tuple[tuple[str, float | None], ...]:
     """``news=14,paper=180,experiment=none``: days per knowledge type (none: never decays)."""
     out: list[tuple[str, float | None]] = []
     for item in (i.strip() for i in raw.split(",") if i.strip()):
@@ -212,39 +363,51 @@ def _half_lives(name: str, raw: str) -> tuple[tuple[str, float | None], ...]:
                 raise ValueError
             value = None if days.strip().lower() == "none" else float(days)
         except ValueError:
-            raise InvalidInputError(
-                f"{name}: {item!r} is not <knowledge_type>=<days> (or =none); "
-                "e.g. news=14,paper=180"
+            raise _Refused(
+                "half_lives",
+                f"{item!r} is not <knowledge_type>=<days> (or =none); e.g. news=14,paper=180",
             ) from None
         out.append((kind.strip(), value))
     return tuple(out)
 
 
-def _unit(name: str) -> tuple[str, Any, str]:
-    return name, lambda s: 0.0 <= getattr(s, name) <= 1.0, "a number in [0, 1]"
+def _expected(name: str) -> str:
+    """What a field's value must be, in words, from the limits declared on it."""
+    info = _FIELDS[name][1]
+    low = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+    high = next((m.le for m in info.metadata if isinstance(m, annotated_types.Le)), None)
+    if (low, high) == (0.0, 1.0) and info.annotation is float:
+        return "a number in [0, 1]"
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    if name == "max_chunk_size":
+        return f"at least {low} tokens"
+    return f"at least {low}" if low is not None else "valid"
 
 
-# Ranges of the settings; the limits are the ones the using modules enforce.
-_CHECKS: tuple[tuple[str, Any, str], ...] = (
-    ("embed_batch_size", lambda s: s.embed_batch_size >= 1, "at least 1"),
-    (
-        "max_chunk_size",
-        lambda s: s.max_chunk_size >= MIN_CHUNK_SIZE,
-        f"at least {MIN_CHUNK_SIZE} tokens",
-    ),
-    (
-        "chunk_overlap",
-        lambda s: 0 <= s.chunk_overlap < s.max_chunk_size / 2,
-        "at least 0 and below half of the chunk size (HYBRID_RAG_MAX_CHUNK_SIZE)",
-    ),
-    ("top_n", lambda s: 1 <= s.top_n <= MAX_TOP_N, f"between 1 and {MAX_TOP_N}"),
-    ("rrf_k", lambda s: s.rrf_k >= 0, "at least 0"),
-    ("max_file_bytes", lambda s: s.max_file_bytes >= 1, "at least 1"),
-    ("ivf_threshold", lambda s: s.ivf_threshold >= 1, "at least 1"),
-    _unit("guaranteed_importance_threshold"),
-    (
-        "guaranteed_candidates_limit",
-        lambda s: 0 <= s.guaranteed_candidates_limit <= MAX_GUARANTEED,
-        f"between 0 and {MAX_GUARANTEED}",
-    ),
-)
+def _invalid(exc: ValidationError) -> InvalidInputError:
+    """The first error, phrased with the variable that holds the wrong value."""
+    err = exc.errors()[0]
+    cause = err.get("ctx", {}).get("error")
+    name = cause.field if isinstance(cause, _Refused) else str(err["loc"][-1])
+    field = next((f for f, v in _VAR_OF.items() if v == name), name)
+    var = _VAR_OF.get(field, name)
+    got = err.get("input")
+    if isinstance(cause, _Refused):
+        text = str(cause)
+        message = text if text.startswith(field) else f"{field} {text}"
+    elif isinstance(cause, InvalidInputError):  # a parser that names the variable itself
+        return cause
+    elif err["type"] in {"int_parsing", "int_from_float", "int_type"}:
+        message = f"{field} must be an integer, got {got!r}"
+    elif err["type"] in {"float_parsing", "float_type"}:
+        message = f"{field} must be a number, got {got!r}"
+    elif err["type"] in {"bool_parsing", "bool_type"}:
+        message = f"{field} must be true or false (1/0, yes/no), got {got!r}"
+    elif err["type"] == "extra_forbidden":
+        return InvalidInputError(f"unknown setting {name!r}")
+    elif err["type"].startswith(("greater", "less")):
+        message = f"{field} must be {_expected(field)}, got {got!r}"
+    else:
+        message = f"{field}: {err['msg']}, got {got!r}"
+    return InvalidInputError(f"{var}: {message}")

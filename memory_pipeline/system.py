@@ -29,8 +29,6 @@ from memory_pipeline.ingest.loaders import (
 )
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.forgetting import (
-    DEFAULT_MAX_FRACTION,
-    DEFAULT_SCORE_THRESHOLD,
     ForgettingReport,
     run_forgetting_batch,
 )
@@ -104,13 +102,13 @@ class MemorySystem:
             self.reranker: Reranker | None = reranker
             self.reranker_status = f"cross-encoder {reranker.name}"
         else:
-            self.reranker, self.reranker_status = load_reranker(settings.reranker)
+            self.reranker, self.reranker_status = load_reranker(settings.embedding.reranker)
         self.reader = IndexReader(settings.index_path)
         self.writer = IndexWriter(
             self.store,
             settings.index_path,
             self.embedder.model_id,
-            ivf_threshold=settings.ivf_threshold,
+            ivf_threshold=settings.index.ivf_threshold,
         )
         self.searcher = HybridSearcher(
             self.store, self.reader, self.embedder, self.reranker, self.reranker_status
@@ -134,7 +132,7 @@ class MemorySystem:
         if not paths:
             raise InvalidInputError("no paths given; pass one or more files to ingest")
         meta = validate_metadata(metadata)
-        loaded = [load_file(p, max_bytes=self.settings.max_file_bytes) for p in paths]
+        loaded = [load_file(p, max_bytes=self.settings.ingest.max_file_bytes) for p in paths]
         return self.ingest_loaded(loaded, meta, update_index=update_index, progress=progress)
 
     def ingest_loaded(
@@ -218,8 +216,8 @@ class MemorySystem:
         pieces = chunk_document(
             loaded.text,
             token_counter=self.embedder.count_tokens,
-            max_chunk_size=self.settings.max_chunk_size,
-            overlap=self.settings.chunk_overlap,
+            max_chunk_size=self.settings.ingest.max_chunk_size,
+            overlap=self.settings.ingest.chunk_overlap,
             fmt=loaded.fmt,
         )
         if not pieces:
@@ -419,23 +417,29 @@ class MemorySystem:
         time_weight: float | None = None,
         freq_weight: float | None = None,
         importance_threshold: float | None = None,
-        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+        score_threshold: float | None = None,
         dry_run: bool = True,
-        max_fraction: float = DEFAULT_MAX_FRACTION,
+        max_fraction: float | None = None,
         force: bool = False,
         now: dt.datetime | None = None,
         examples: int = 10,
     ) -> ForgettingReport:
-        """Score every live chunk on the memory axis; archive the low ones unless dry run."""
+        """Score every live chunk on the memory axis; archive the low ones unless dry run.
+
+        A threshold or fraction left unset is the configured one (``settings.forgetting``).
+        """
+        configured = self.settings.forgetting
         return run_forgetting_batch(
             self.store,
             self.writer,
             self.archive_file,
             self.embedder,
             self.memory_params(time_weight, freq_weight, importance_threshold),
-            score_threshold=score_threshold,
+            score_threshold=configured.score_threshold
+            if score_threshold is None
+            else score_threshold,
             dry_run=dry_run,
-            max_fraction=max_fraction,
+            max_fraction=configured.max_fraction if max_fraction is None else max_fraction,
             force=force,
             now=now,
             examples=examples,

@@ -95,7 +95,14 @@ def client_gone(exc: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    token = os.environ.get(TOKEN_ENV_VAR, "").strip() or None
+    try:
+        settings = Settings.from_env()
+        if args.model:
+            settings = settings.replace(model=args.model)
+    except MemoryError_ as exc:
+        print(f"cannot start the memory server: {exc}", file=sys.stderr)
+        return 2
+    token = (settings.serving.http_token or "").strip() or None
     refusal = http_refusal(args, token)
     if refusal:
         print(refusal, file=sys.stderr)
@@ -116,9 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from serving.server import build_server
 
     try:
-        settings = Settings.from_env().with_overrides(model=args.model)
         cwd = Path.cwd()
-        roots = parse_roots(os.environ.get(ROOTS_ENV_VAR), cwd)
+        roots = parse_roots(settings.serving.allowed_roots, cwd)
         policy = LoadPolicy(args.model_load)
         with stdout_to_stderr():
             system = MemorySystem(settings)
@@ -136,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cwd=cwd,
         log_level=args.log_level,
         on_start=on_start,
-        allow_hard_links=os.environ.get(HARD_LINKS_ENV_VAR, "").strip() == "1",
+        allow_hard_links=settings.serving.allow_hard_links,
     )
     try:
         if args.http:

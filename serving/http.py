@@ -23,7 +23,9 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-TOKEN_ENV_VAR = "HYBRID_RAG_HTTP_TOKEN"
+from memory_pipeline.config import variable
+
+TOKEN_ENV_VAR = variable("http_token")
 
 
 def is_loopback(host: str) -> bool:

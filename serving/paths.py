@@ -19,10 +19,11 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from memory_pipeline.config import variable
 from memory_pipeline.errors import InvalidInputError
 
-ROOTS_ENV_VAR = "HYBRID_RAG_ALLOWED_ROOTS"
-HARD_LINKS_ENV_VAR = "HYBRID_RAG_ALLOW_HARD_LINKS"
+ROOTS_ENV_VAR = variable("allowed_roots")
+HARD_LINKS_ENV_VAR = variable("allow_hard_links")
 
 
 class PathNotAllowedError(InvalidInputError):

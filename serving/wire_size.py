@@ -63,7 +63,7 @@ async def measure(root: Path, model: str) -> dict[str, str]:
     for item in corpus.iterdir():
         if item.name.endswith(".md") and item.name != "README.md":
             (docs / item.name).write_text(item.read_text())
-    settings = Settings().with_overrides(
+    settings = Settings().replace(
         db_path=root / "memory.db",
         index_path=root / "indices",
         archive_path=root / "archive",

@@ -17,7 +17,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
 
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
 from memory_pipeline.metadata import MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import IngestResult
@@ -214,14 +213,22 @@ class WriteTools:
             Weight | None, Field(description="chunks below this importance are candidates")
         ] = None,
         score_threshold: Annotated[
-            Weight, Field(description="chunks whose memory value is below this are candidates")
-        ] = DEFAULT_SCORE_THRESHOLD,
+            Weight | None,
+            Field(
+                description="chunks whose memory value is below this are candidates "
+                "(default: server setting)"
+            ),
+        ] = None,
         dry_run: Annotated[
             StrictBool, Field(description="true: only report; false: archive the candidates")
         ] = True,
         max_fraction: Annotated[
-            Weight, Field(description="refuse a real run that would archive more than this share")
-        ] = DEFAULT_MAX_FRACTION,
+            Weight | None,
+            Field(
+                description="refuse a real run that would archive more than this share "
+                "(default: server setting)"
+            ),
+        ] = None,
     ) -> ForgettingReportOut:
         """Find (dry run, the default) or archive the chunks the memory should forget.
 

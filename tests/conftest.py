@@ -73,7 +73,7 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
         max_chunk_size=64,
         chunk_overlap=8,
     )
-    return base.with_overrides(**overrides)
+    return base.replace(**overrides)
 
 
 @pytest.fixture

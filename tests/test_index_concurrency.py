@@ -64,7 +64,7 @@ def fresh_settings(backend: str, folder: Path) -> Iterator[Settings]:
     with _pg_admin() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield settings.with_overrides(database_url=f"postgresql+psycopg:///{name}?host={PG_SOCKET}")
+        yield settings.replace(database_url=f"postgresql+psycopg:///{name}?host={PG_SOCKET}")
     finally:
         with _pg_admin() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

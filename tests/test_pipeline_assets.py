@@ -79,14 +79,15 @@ def test_resources_come_from_the_environment(corpus: Corpus) -> None:
     res = resources(corpus)
     memory, sources = res["memory"], res["sources"]
     assert isinstance(memory, MemoryResource) and isinstance(sources, SourcesResource)
-    assert memory.db_path == str(corpus.base / "memory.db") and memory.model == "hashing"
-    assert memory.max_chunk_size == 64
-    assert memory.fusion == "convex" and memory.settings().fusion == "convex"
+    settings = memory.settings()
+    assert settings.db_path == corpus.base / "memory.db" and settings.embedding.model == "hashing"
+    assert settings.ingest.max_chunk_size == 64
+    assert settings.search.fusion == "convex"
     assert sources.sources_file == str(corpus.sources_file)
     rrf = build_definitions(corpus.env(HYBRID_RAG_FUSION="rrf", HYBRID_RAG_TOP_N="20"))
     configured = rrf.resources["memory"]
     assert isinstance(configured, MemoryResource)
-    assert (configured.settings().fusion, configured.settings().top_n) == ("rrf", 20)
+    assert (configured.settings().search.fusion, configured.settings().search.top_n) == ("rrf", 20)
 
 
 def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus) -> None:

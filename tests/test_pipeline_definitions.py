@@ -76,9 +76,9 @@ print(json.dumps({
     "db_path": str(settings.db_path),
     "index_path": str(settings.index_path),
     "archive_path": str(settings.archive_path),
-    "model": settings.model,
-    "max_chunk_size": settings.max_chunk_size,
-    "fusion": settings.fusion,
+    "model": settings.embedding.model,
+    "max_chunk_size": settings.ingest.max_chunk_size,
+    "fusion": settings.search.fusion,
     "sources_file": sources.sources_file,
     "check": next(iter(check.check_specs)).description,
 }))

@@ -1,21 +1,25 @@
 """MemoryResource carries the core's Settings into Dagster and back.
 
 ``MemoryResource.from_settings(settings).settings()`` is how every asset, check and
-sensor gets its memory's configuration; a field the resource does not carry silently
-takes its default inside Dagster, whatever the environment said.
+sensor gets its memory's configuration; a setting the resource does not carry silently
+takes its default inside Dagster, whatever the environment said. The database URL
+travels as a ``dg.EnvVar``: the UI shows the variable's name, never the password.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
-from memory_pipeline.config import Settings
+from memory_pipeline.config import ENV_VARS, Settings
+from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.resources import MemoryResource
 
-# Every field away from its default, so a field that falls back to it is caught.
+# Every setting away from its default, so a setting that falls back to it is caught.
 CUSTOM = Settings(
     db_path=Path("/data/memory/custom.db"),
     index_path=Path("/data/memory/custom-indices"),
@@ -32,53 +36,100 @@ CUSTOM = Settings(
     rrf_k=10,
     max_file_bytes=1_000_000,
     ivf_threshold=5_000,
-    memory_time_weight=0.3,
-    memory_freq_weight=0.2,
-    memory_importance_threshold=0.1,
-    memory_half_life_overrides=(("news", 7.0),),
+    time_weight=0.3,
+    freq_weight=0.2,
+    importance_threshold=0.1,
+    half_lives=(("news", 7.0), ("paper", None)),
     guaranteed_types=("principle", "paper"),
     guaranteed_importance_threshold=0.5,
     guaranteed_candidates_limit=5,
+    score_threshold=0.1,
+    max_fraction=0.5,
+    allowed_roots="/data/notes",
+    allow_hard_links=True,
+    http_token="a-secret-token",
 )
-SETTINGS_FIELDS = [f.name for f in dataclasses.fields(Settings)]
-CARRIED = [name for name in SETTINGS_FIELDS if name in MemoryResource.model_fields]
-# Every Settings field is carried; a new field the resource forgets shows up here.
-DROPPED: set[str] = set()
+# A serving secret stays with the server: the pipeline neither needs nor shows it.
+NOT_CARRIED = {"HYBRID_RAG_HTTP_TOKEN"}
+
+
+def _value(settings: Settings, var: str) -> object:
+    section, name = ENV_VARS[var]
+    return getattr(getattr(settings, section) if section else settings, name)
 
 
 def test_the_custom_settings_change_every_field() -> None:
-    """A new Settings field must get a non-default value in CUSTOM to be checked here."""
+    """A new setting must get a non-default value in CUSTOM to be checked here."""
     default = Settings()
-    same = [n for n in SETTINGS_FIELDS if getattr(CUSTOM, n) == getattr(default, n)]
-    assert same == []
+    assert [v for v in ENV_VARS if _value(CUSTOM, v) == _value(default, v)] == []
 
 
-@pytest.mark.parametrize("name", CARRIED)
-def test_every_carried_field_survives_the_round_trip(name: str) -> None:
+@pytest.mark.parametrize("var", sorted(set(ENV_VARS) - NOT_CARRIED))
+def test_every_setting_survives_the_round_trip(var: str) -> None:
     back = MemoryResource.from_settings(CUSTOM).settings()
-    assert getattr(back, name) == getattr(CUSTOM, name)
-
-
-def test_which_settings_fields_the_resource_does_not_carry() -> None:
-    assert set(SETTINGS_FIELDS) - set(CARRIED) == DROPPED
+    assert _value(back, var) == _value(CUSTOM, var)
 
 
 def test_the_round_trip_gives_back_the_same_settings() -> None:
-    assert MemoryResource.from_settings(CUSTOM).settings() == CUSTOM
+    back = MemoryResource.from_settings(CUSTOM).settings()
+    assert back == CUSTOM.replace(http_token=None)
+
+
+def test_the_resource_shows_only_what_differs_from_the_defaults() -> None:
+    resource = MemoryResource.from_settings(Settings(top_n=20))
+    assert resource.variables == {"HYBRID_RAG_TOP_N": "20"}
+    assert resource.database_url is None
+
+
+def test_the_database_url_reaches_dagster_as_a_variable_reference(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://memory:s3cret-pw@db.example/memory"
+    env = {"HYBRID_RAG_DATABASE_URL": url, "HYBRID_RAG_TOP_N": "20"}
+    memory = build_definitions(env).resources["memory"]
+    assert isinstance(memory, MemoryResource)
+    assert isinstance(memory.database_url, dg.EnvVar)
+    assert memory.database_url.env_var_name == "HYBRID_RAG_DATABASE_URL"
+    assert "s3cret" not in repr(memory.variables) and "s3cret" not in repr(memory.database_url)
+
+
+def test_the_url_is_resolved_from_the_run_environment(tmp_path: Path) -> None:
+    """The run worker (not the definitions) reads the URL: a fresh interpreter proves it."""
+    script = (
+        "import os\n"
+        "from memory_pipeline.pipeline.definitions import build_definitions\n"
+        "memory = build_definitions(dict(os.environ)).resources['memory']\n"
+        "print(memory.settings().database_url)\n"
+    )
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HYBRID_RAG_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == url
+
+
+def test_a_bad_variable_in_the_resource_is_refused_by_name() -> None:
+    resource = MemoryResource(variables={"HYBRID_RAG_TOP_N": "many"})
+    with pytest.raises(ValueError, match="HYBRID_RAG_TOP_N"):
+        resource.settings()
 
 
 def test_the_system_a_run_opens_uses_the_configured_settings(tmp_path: Path) -> None:
-    configured = CUSTOM.with_overrides(
+    configured = CUSTOM.replace(
         db_path=tmp_path / "memory.db",
         index_path=tmp_path / "indices",
         archive_path=tmp_path / "archive",
         model_cache=tmp_path / "models",
+        database_url=None,
+        reranker=None,
+        http_token=None,
     )
-    configured = dataclasses.replace(configured, database_url=None, reranker=None)
     resource = MemoryResource.from_settings(configured)
     system = resource.system()
     try:
         assert system.settings == configured
-        assert system.writer.ivf_threshold == configured.ivf_threshold
+        assert system.writer.ivf_threshold == configured.index.ivf_threshold
     finally:
         resource.teardown_after_execution(None)

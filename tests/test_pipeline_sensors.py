@@ -197,7 +197,7 @@ def test_pending_index_sensor_rebuilds_an_index_made_by_older_token_rules(
     system.update_index()
     assert not tick(sensor, corpus, instance, None).run_requests  # type: ignore[union-attr]
     # The published version as written before token rules were recorded.
-    current = read_current(Path(memory.index_path))
+    current = read_current(memory.settings().index_path)
     assert current is not None
     manifest = current[1] / "manifest.json"
     data = json.loads(manifest.read_text())

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from memory_pipeline.config import Settings
+from memory_pipeline.config import ENV_VARS, Settings
 from memory_pipeline.errors import InvalidInputError
 
 INTEGERS = {
@@ -84,16 +84,11 @@ def test_an_empty_value_means_unset(name: str) -> None:
     ],
 )
 def test_well_formed_values_are_read(name: str, value: str, expected: object) -> None:
-    field = INTEGERS.get(name, "fusion")
-    assert getattr(Settings.from_env({name: value}), field) == expected
+    section, field = ENV_VARS[name]
+    assert getattr(getattr(Settings.from_env({name: value}), section), field) == expected
 
 
 def test_every_setting_can_be_set_from_the_environment() -> None:
-    from dataclasses import fields
-
-    from memory_pipeline.config import _ENV
-
-    assert {f.name for f in fields(Settings)} == set(_ENV)
     env = {
         "HYBRID_RAG_RRF_K": "10",
         "HYBRID_RAG_IVF_THRESHOLD": "5000",
@@ -106,16 +101,36 @@ def test_every_setting_can_be_set_from_the_environment() -> None:
         "HYBRID_RAG_GUARANTEED_LIMIT": "5",
     }
     s = Settings.from_env(env)
-    assert (s.rrf_k, s.ivf_threshold) == (10, 5000)
-    assert (s.memory_time_weight, s.memory_freq_weight, s.memory_importance_threshold) == (
+    assert (s.search.rrf_k, s.index.ivf_threshold) == (10, 5000)
+    assert (s.memory.time_weight, s.memory.freq_weight, s.memory.importance_threshold) == (
         0.3,
         0.2,
         0.4,
     )
-    assert s.memory_half_life_overrides == (("news", 7.0), ("paper", None))
-    assert s.guaranteed_types == ("principle", "paper")
-    assert (s.guaranteed_importance_threshold, s.guaranteed_candidates_limit) == (0.9, 5)
+    assert s.memory.half_lives == (("news", 7.0), ("paper", None))
+    assert s.search.guaranteed_types == ("principle", "paper")
+    assert (s.search.guaranteed_importance_threshold, s.search.guaranteed_candidates_limit) == (
+        0.9,
+        5,
+    )
     assert s.memory_params().importance_threshold == 0.4
+
+
+def _every_field() -> list[tuple[str, str]]:
+    """(section, field) of every setting; '' is the top level."""
+    top = [("", n) for n in Settings.model_fields if n not in Settings.SECTIONS]
+    nested = [
+        (section, name)
+        for section in Settings.SECTIONS
+        for name in type(getattr(Settings(), section)).model_fields
+    ]
+    return top + nested
+
+
+def test_every_field_has_its_variable() -> None:
+    """A new setting is settable from the environment (its alias is its variable)."""
+    assert sorted(ENV_VARS.values()) == sorted(_every_field())
+    assert all(var.startswith("HYBRID_RAG_") for var in ENV_VARS)
 
 
 @pytest.mark.parametrize(
@@ -130,6 +145,8 @@ def test_every_setting_can_be_set_from_the_environment() -> None:
         ("HYBRID_RAG_GUARANTEED_TYPES", "principle,blog", "unknown knowledge types"),
         ("HYBRID_RAG_GUARANTEED_LIMIT", "5000", "between 0 and 1000"),
         ("HYBRID_RAG_RRF_K", "-1", "at least 0"),
+        ("HYBRID_RAG_FORGET_MAX_FRACTION", "2", "in [0, 1]"),
+        ("HYBRID_RAG_ALLOW_HARD_LINKS", "maybe", "true or false"),
     ],
 )
 def test_memory_and_search_variables_are_checked(name: str, value: str, message: str) -> None:
@@ -146,7 +163,34 @@ def test_weights_that_leave_no_room_for_relevance_are_refused() -> None:
 def test_the_readme_lists_every_variable() -> None:
     from pathlib import Path
 
-    from memory_pipeline.config import _ENV
-
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert [name for name in _ENV.values() if f"`{name}`" not in readme] == []
+    assert [name for name in ENV_VARS if f"`{name}`" not in readme] == []
+
+
+def test_settings_never_read_the_environment_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ``from_env`` (at an entry point) reads it; ``Settings()`` is the defaults."""
+    monkeypatch.setenv("HYBRID_RAG_TOP_N", "7")
+    monkeypatch.setenv("HYBRID_RAG_DB_PATH", "/elsewhere.db")
+    assert Settings().search.top_n != 7 and str(Settings().db_path) != "/elsewhere.db"
+    assert Settings.from_env().search.top_n == 7
+
+
+def test_the_forgetting_defaults_are_the_configured_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    settings = Settings(
+        db_path=tmp_path / "m.db",
+        index_path=tmp_path / "i",
+        archive_path=tmp_path / "a",
+        score_threshold=1.0,
+        max_fraction=1.0,
+    )
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        system.ingest_text("a note that will be scored", "note")
+        report = system.run_forgetting_batch(dry_run=True)
+        # A threshold of 1.0 makes every chunk a candidate; the default 0.05 would not.
+        assert report.candidates == report.live_chunks == 1
+    finally:
+        system.close()

@@ -251,8 +251,8 @@ def test_convex_fusion_scores_every_candidate_with_both_retrievers(
 
 
 def test_fusion_setting_is_checked() -> None:
-    assert Settings.from_env({}).fusion == "convex"
-    assert Settings.from_env({"HYBRID_RAG_FUSION": "RRF"}).fusion == "rrf"
+    assert Settings.from_env({}).search.fusion == "convex"
+    assert Settings.from_env({"HYBRID_RAG_FUSION": "RRF"}).search.fusion == "rrf"
     with pytest.raises(InvalidInputError, match="HYBRID_RAG_FUSION must be 'convex' or 'rrf'"):
         Settings.from_env({"HYBRID_RAG_FUSION": "borda"})
     with pytest.raises(InvalidInputError, match="fusion must be 'convex' or 'rrf', got 'borda'"):

@@ -23,7 +23,7 @@ from tests.conftest import make_settings
 
 @pytest.fixture
 def memory(db_url: str, tmp_path: Path) -> Iterator[tuple[MemorySystem, str]]:
-    settings = make_settings(tmp_path).with_overrides(database_url=db_url)
+    settings = make_settings(tmp_path).replace(database_url=db_url)
     system = MemorySystem(settings, embedder=HashingEmbedder())
     doc_id = system.ingest_text("A note about lanterns.", "Lanterns", {"tags": ["light"]}).doc_id
     system.update_index()

@@ -10,7 +10,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,7 +124,7 @@ def _embedder(model: str | None) -> tuple[Embedder, Settings]:
 
     settings = Settings.from_env()
     if model:
-        settings = replace(settings, model=model)
+        settings = settings.replace(model=model)
     from memory_pipeline.embedding.registry import embedder_for
 
     return embedder_for(settings), settings

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from memory_pipeline.config import variable
 from memory_pipeline.memory.forgetting import (
     DEFAULT_MAX_FRACTION,
     DEFAULT_SCORE_THRESHOLD,
@@ -112,14 +113,14 @@ def register(
     p.add_argument(
         "--score-threshold",
         type=float,
-        default=DEFAULT_SCORE_THRESHOLD,
-        help=f"memory value below this is forgotten (default {DEFAULT_SCORE_THRESHOLD})",
+        help="memory value below this is forgotten (default: the configured one, "
+        f"{variable('score_threshold')}, {DEFAULT_SCORE_THRESHOLD} unless set)",
     )
     p.add_argument(
         "--max-fraction",
         type=float,
-        default=DEFAULT_MAX_FRACTION,
-        help="refuse to archive more than this share of live chunks in one run",
+        help="refuse to archive more than this share of live chunks in one run (default: "
+        f"{variable('max_fraction')}, {DEFAULT_MAX_FRACTION} unless set)",
     )
     p.add_argument("--force", action="store_true", help="archive even above --max-fraction")
     p.add_argument("--json", action="store_true", help="machine-readable report")

@@ -29,13 +29,14 @@ SAMPLE_QUERIES = (
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    return settings.with_overrides(
-        db_path=Path(args.db) if args.db else None,
-        index_path=Path(args.index) if args.index else None,
-        database_url=args.database_url,
-        model=args.model,
-    )
+    flags = {
+        "db_path": Path(args.db) if args.db else None,
+        "index_path": Path(args.index) if args.index else None,
+        "database_url": args.database_url,
+        "model": args.model,
+    }
+    # Only what the caller set on the command line; the rest is the environment's.
+    return Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
 
 
 def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -158,7 +159,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     files = sorted(Path(str(corpus)).glob("*.md"))
     files = [f for f in files if f.name.lower() != "readme.md"]
     system = _system(args)
-    print(f"ingesting {len(files)} sample documents with model {system.settings.model} …")
+    print(f"ingesting {len(files)} sample documents with model {system.settings.embedding.model} …")
     for r in system.ingest(files, progress=True):
         print(f"  {r.status:9} {r.chunks:3} chunks  {Path(r.source).name}")
     for query in [args.query] if args.query else SAMPLE_QUERIES:

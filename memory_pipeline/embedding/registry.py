@@ -25,12 +25,14 @@ NAMED: dict[str, Callable[[Settings], Embedder]] = {
 
 
 def embedder_for(settings: Settings) -> Embedder:
-    """The embedder ``settings.model`` names (loaded lazily where the model is heavy)."""
-    named = NAMED.get(settings.model)
+    """The embedder ``settings.embedding.model`` names (loaded lazily where the model is heavy)."""
+    named = NAMED.get(settings.embedding.model)
     if named is not None:
         return named(settings)
     from memory_pipeline.embedding.st import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(
-        settings.model, cache_dir=settings.model_cache, batch_size=settings.embed_batch_size
+        settings.embedding.model,
+        cache_dir=settings.embedding.model_cache,
+        batch_size=settings.embedding.embed_batch_size,
     )

@@ -22,7 +22,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -187,7 +187,7 @@ def default_eval_cache() -> Path:
 
 def memory_path(ds: BeirDataset, model_id: str, settings: Settings, cache_root: Path) -> Path:
     key = hashlib.sha256(
-        f"{ds.fingerprint()}|{_LAYOUT}|{settings.max_chunk_size}|{settings.chunk_overlap}".encode()
+        f"{ds.fingerprint()}|{_LAYOUT}|{settings.ingest.max_chunk_size}|{settings.ingest.chunk_overlap}".encode()
     ).hexdigest()[:16]
     return cache_root / f"{key}-{_slug(model_id)}"
 
@@ -223,8 +223,8 @@ def open_beir_memory(
     cache_root = cache_root or default_eval_cache()
     path = memory_path(ds, embedder.model_id, settings, cache_root)
     path.mkdir(parents=True, exist_ok=True)
-    local = replace(
-        settings, db_path=path / "memory.db", index_path=path / "index", database_url=None
+    local = settings.replace(
+        db_path=path / "memory.db", index_path=path / "index", database_url=None
     )
     system = MemorySystem(local, embedder=embedder)
     marker = path / "complete.json"
@@ -262,8 +262,8 @@ def open_beir_memory(
                     "model_id": embedder.model_id,
                     "documents": counts["documents"],
                     "chunks": counts["chunks"],
-                    "max_chunk_size": settings.max_chunk_size,
-                    "chunk_overlap": settings.chunk_overlap,
+                    "max_chunk_size": settings.ingest.max_chunk_size,
+                    "chunk_overlap": settings.ingest.chunk_overlap,
                     "built_at": now_utc().isoformat(),
                 },
                 indent=2,
@@ -391,8 +391,8 @@ def _embed_and_store(
         pieces = chunk_document(
             text,
             token_counter=emb.count_tokens,
-            max_chunk_size=settings.max_chunk_size,
-            overlap=settings.chunk_overlap,
+            max_chunk_size=settings.ingest.max_chunk_size,
+            overlap=settings.ingest.chunk_overlap,
             fmt="markdown",
         )
         planned.append((d, [NewChunk(c.index, c.text, c.token_count) for c in pieces]))

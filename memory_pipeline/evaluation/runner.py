@@ -184,12 +184,12 @@ def evaluate(
         variants=results,
         notes=notes,
         settings={
-            "top_n_configured": st.top_n,
-            "top_n_used": max(st.top_n, depth),  # each retriever reaches the scored depth
-            "fusion": st.fusion,
-            "rrf_k": st.rrf_k,
-            "max_chunk_size": st.max_chunk_size,
-            "chunk_overlap": st.chunk_overlap,
+            "top_n_configured": st.search.top_n,
+            "top_n_used": max(st.search.top_n, depth),  # each retriever reaches the scored depth
+            "fusion": st.search.fusion,
+            "rrf_k": st.search.rrf_k,
+            "max_chunk_size": st.ingest.max_chunk_size,
+            "chunk_overlap": st.ingest.chunk_overlap,
             "chunks_requested": depth,
             "reranker": system.reranker_status,
             "default_variant": primary,

@@ -91,8 +91,8 @@ def _hybrid(
         params = st.search_params(
             top_k=req.depth,
             # Each retriever must reach at least as deep as the list we score.
-            top_n=max(st.top_n, req.depth),
-            fusion=fusion or st.fusion,
+            top_n=max(st.search.top_n, req.depth),
+            fusion=fusion or st.search.fusion,
             enable_mmr=mmr,
             use_reranker=reranker,
             record_access=False,  # evaluating must not change the memory it measures

@@ -193,7 +193,7 @@ def _ingest_file(
     try:
         # Read once: the ledger's hash, the front matter and the stored document all
         # come from these bytes.
-        loaded = load_file(path, max_bytes=target.settings.max_file_bytes)
+        loaded = load_file(path, max_bytes=target.settings.ingest.max_file_bytes)
         sha = hashlib.sha256(loaded.raw).hexdigest()
         older = target.store.documents_by_source(loaded.source)
         [result] = target.ingest_loaded(

@@ -139,7 +139,7 @@ def build_pending_index_sensor(
         store = memory.store()
         last_seq = store.last_change()
         if not last_seq:
-            stale = _stale_token_rules(Path(memory.index_path))
+            stale = _stale_token_rules(memory.settings().index_path)
             if stale is not None and not active_runs(context.instance, [update_index_job.name]):
                 # Nothing queued, but the BM25 index was built by other token rules:
                 # one update rebuilds it (no re-embedding).

@@ -5,11 +5,7 @@ import datetime as dt
 import dagster as dg
 
 from memory_pipeline.evaluation import forgetting_cost
-from memory_pipeline.memory.forgetting import (
-    DEFAULT_MAX_FRACTION,
-    DEFAULT_SCORE_THRESHOLD,
-    score_candidates,
-)
+from memory_pipeline.memory.forgetting import score_candidates
 from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 from memory_pipeline.pipeline.ingestion.assets import INDEX_POOL
 from memory_pipeline.pipeline.resources import MemoryResource
@@ -22,8 +18,9 @@ class ForgettingConfig(dg.Config):
     """The forgetting batch's knobs. ``dry_run: false`` archives and removes the candidates."""
 
     dry_run: bool = True
-    score_threshold: float = DEFAULT_SCORE_THRESHOLD
-    max_fraction: float = DEFAULT_MAX_FRACTION
+    # Unset: the memory's configured values (HYBRID_RAG_FORGET_*).
+    score_threshold: float | None = None
+    max_fraction: float | None = None
     force: bool = False
     time_weight: float | None = None
     freq_weight: float | None = None
@@ -99,9 +96,10 @@ def _golden_cost(
     params = system.memory_params(
         config.time_weight, config.freq_weight, config.importance_threshold
     )
-    _live, candidates = score_candidates(
-        system.store, params, config.score_threshold, dt.datetime.now(dt.UTC)
-    )
+    threshold = config.score_threshold
+    if threshold is None:
+        threshold = system.settings.forgetting.score_threshold
+    _live, candidates = score_candidates(system.store, params, threshold, dt.datetime.now(dt.UTC))
     cost = forgetting_cost(system, golden, [c.chunk_id for c in candidates])
     before = cost.with_candidates.variant().summary
     after = cost.without_candidates.variant().summary
