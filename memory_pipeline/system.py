@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,37 @@ class _Prepared:
     loaded: LoadedDocument
     meta: ChunkMetadata
     source_date_rule: str | None
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A new document, chunked, waiting for its vectors."""
+
+    prepared: _Prepared
+    doc_id: str
+    content_hash: str
+    chunks: list[NewChunk]
+
+
+# New chunks embedded per call: large batches keep the model busy, small enough to store
+# (and show progress) as the work goes on.
+EMBED_GROUP = 256
+
+
+def _embedding_groups(
+    planned: Sequence[_Planned | IngestResult],
+) -> Iterator[list[_Planned | IngestResult]]:
+    """Consecutive runs of documents holding about EMBED_GROUP new chunks each."""
+    group: list[_Planned | IngestResult] = []
+    size = 0
+    for item in planned:
+        group.append(item)
+        size += len(item.chunks) if isinstance(item, _Planned) else 0
+        if size >= EMBED_GROUP:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 def _check_doc_id(doc_id: object) -> None:
@@ -146,17 +177,38 @@ class MemorySystem:
         """The one ingestion path: documents read once → chunk → embed what no vector
         exists for yet → store, replacing older versions of each source.
 
-        Files (``ingest``), texts (``ingest_text``) and the source sync all come here.
-        Every document's metadata is checked before anything is written.
+        Files (``ingest``), texts (``ingest_text``), the source sync and the BEIR build
+        all come here. Every document's metadata and chunks are checked before anything
+        is written; new chunks are embedded in batches across documents (each distinct
+        text once), and each document is stored in its own transaction.
         """
         meta = validate_metadata(metadata)
         prepared = [self._prepare(doc, meta) for doc in documents]
-        steps = prepared
-        if progress and len(prepared) > 1:
+        planned = self._plan(prepared)
+        bar = None
+        if progress and len(planned) > 1:
             from tqdm import tqdm
 
-            steps = tqdm(prepared, desc="ingest", unit="doc")
-        results = [self._store_document(p, progress=progress) for p in steps]
+            bar = tqdm(total=len(planned), desc="ingest", unit="doc")
+        results: list[IngestResult] = []
+        for group in _embedding_groups(planned):
+            fresh = [p for p in group if isinstance(p, _Planned)]
+            vectors, reused = self._vectors_for(
+                [c for p in fresh for c in p.chunks], progress=progress and bar is None
+            )
+            start = 0
+            for item in group:
+                if isinstance(item, _Planned):
+                    n = len(item.chunks)
+                    rows = vectors[start : start + n]
+                    results.append(self._store_planned(item, rows, reused[start : start + n]))
+                    start += n
+                else:
+                    results.append(item)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
         if update_index and (any(r.status != "unchanged" for r in results) or self.index_due()):
             self.update_index()
         return results
@@ -188,7 +240,7 @@ class MemorySystem:
         # Given metadata wins field by field, but tags add up: a caller's tags (a batch
         # label, a project) must not erase the ones the file carries.
         merged["tags"] = list(dict.fromkeys([*from_file.tags, *explicit.tags]))
-        is_file = not loaded.source.startswith("text:")
+        is_file = loaded.from_file
         day, rule = derive_source_date(
             explicit=explicit.source_date,
             front_matter=from_file.source_date,
@@ -199,45 +251,65 @@ class MemorySystem:
         meta = ChunkMetadata.model_validate(merged)
         return _Prepared(loaded, meta, rule.value if rule else None)
 
-    def _store_document(self, prepared: _Prepared, *, progress: bool = False) -> IngestResult:
-        loaded, meta = prepared.loaded, prepared.meta
-        doc_id = doc_id_for(loaded.raw)
-        existing = self.store.get_document(doc_id)
-        if existing is not None:
-            return IngestResult(
-                source=loaded.source,
-                doc_id=doc_id,
-                status="unchanged",
-                chunks=existing.n_chunks,
-                embedded=0,
-                reused_vectors=0,
-                message=f"identical content is already stored as {doc_id}; nothing to do",
+    def _plan(self, prepared: Sequence[_Prepared]) -> list[_Planned | IngestResult]:
+        """Each document chunked, or its result when it is already stored (nothing to do)."""
+        out: list[_Planned | IngestResult] = []
+        seen: set[str] = set()
+        for p in prepared:
+            loaded = p.loaded
+            doc_id = loaded.doc_id or doc_id_for(loaded.raw)
+            content_hash = hashlib.sha256(loaded.raw).hexdigest()
+            existing = self.store.get_document(doc_id)
+            if existing is not None and existing.content_hash != content_hash:
+                raise InvalidInputError(
+                    f"{loaded.source}: doc_id {doc_id!r} is already stored with other "
+                    "content; delete that document first"
+                )
+            if existing is not None or doc_id in seen:
+                out.append(
+                    IngestResult(
+                        source=loaded.source,
+                        doc_id=doc_id,
+                        status="unchanged",
+                        chunks=existing.n_chunks if existing else 0,
+                        embedded=0,
+                        reused_vectors=0,
+                        message=f"identical content is already stored as {doc_id}; nothing to do",
+                    )
+                )
+                continue
+            seen.add(doc_id)
+            pieces = chunk_document(
+                loaded.text,
+                token_counter=self.embedder.count_tokens,
+                max_chunk_size=self.settings.ingest.max_chunk_size,
+                overlap=self.settings.ingest.chunk_overlap,
+                fmt=loaded.fmt,
             )
-        pieces = chunk_document(
-            loaded.text,
-            token_counter=self.embedder.count_tokens,
-            max_chunk_size=self.settings.ingest.max_chunk_size,
-            overlap=self.settings.ingest.chunk_overlap,
-            fmt=loaded.fmt,
-        )
-        if not pieces:
-            raise InvalidInputError(f"{loaded.source}: no text to index after chunking")
-        chunks = [NewChunk(c.index, c.text, c.token_count) for c in pieces]
-        vectors, reused = self._vectors_for(chunks, progress=progress)
-        now = now_utc()
+            if not pieces:
+                raise InvalidInputError(f"{loaded.source}: no text to index after chunking")
+            chunks = [NewChunk(c.index, c.text, c.token_count) for c in pieces]
+            out.append(_Planned(p, doc_id, content_hash, chunks))
+        return out
+
+    def _store_planned(
+        self, planned: _Planned, vectors: np.ndarray, reused: Sequence[bool]
+    ) -> IngestResult:
+        loaded, meta = planned.prepared.loaded, planned.prepared.meta
+        doc_id, chunks = planned.doc_id, planned.chunks
         info = DocumentInfo(
             doc_id=doc_id,
             source=loaded.source,
             title=meta.title or loaded.title,
             fmt=loaded.fmt,
-            content_hash=hashlib.sha256(loaded.raw).hexdigest(),
+            content_hash=planned.content_hash,
             normalized_hash=normalized_content_hash(loaded.text),
             byte_size=len(loaded.raw),
             knowledge_type=meta.knowledge_type.value if meta.knowledge_type else None,
             importance=meta.importance,
             source_date=meta.source_date,
-            source_date_rule=prepared.source_date_rule,
-            created_at=now,
+            source_date_rule=planned.prepared.source_date_rule,
+            created_at=now_utc(),
         )
         try:
             stored = self.store.store_document(
@@ -259,33 +331,39 @@ class MemorySystem:
                 message=f"identical content was stored concurrently as {doc_id}; nothing to do",
             )
         older = stored.replaced
+        n_reused = sum(reused)
         return IngestResult(
             source=loaded.source,
             doc_id=doc_id,
             status="replaced" if older else "ingested",
             chunks=len(chunks),
-            embedded=len(chunks) - reused,
-            reused_vectors=reused,
+            embedded=len(chunks) - n_reused,
+            reused_vectors=n_reused,
             replaced_doc_id=older[-1] if older else None,
         )
 
-    def _vectors_for(self, chunks: Sequence[NewChunk], *, progress: bool) -> tuple[np.ndarray, int]:
-        """Embed only text this model has not embedded before."""
+    def _vectors_for(
+        self, chunks: Sequence[NewChunk], *, progress: bool
+    ) -> tuple[np.ndarray, list[bool]]:
+        """Vectors for ``chunks``, embedding only text this model has not embedded before
+        (each distinct text once); also, per chunk, whether its vector was reused."""
+        if not chunks:
+            return np.zeros((0, 0), dtype=np.float32), []
         shas = [content_sha(c.content) for c in chunks]
-        known = self.store.vectors_by_content(shas, self.embedder.model_id)
-        todo = [i for i, sha in enumerate(shas) if sha not in known]
-        fresh = self.embedder.embed_documents(
-            [chunks[i].content for i in todo], progress=progress and len(todo) >= _EMBED_BAR_MIN
-        )
-        dim = fresh.shape[1] if len(todo) else next(iter(known.values())).shape[0]
-        self.store.check_model(self.embedder.model_id, int(dim))
-        out = np.zeros((len(chunks), dim), dtype=np.float32)
-        for row, i in enumerate(todo):
-            out[i] = fresh[row]
+        known = self.store.vectors_by_content(list(dict.fromkeys(shas)), self.embedder.model_id)
+        todo = [sha for sha in dict.fromkeys(shas) if sha not in known]
+        first: dict[str, int] = {}
         for i, sha in enumerate(shas):
-            if sha in known:
-                out[i] = known[sha]
-        return out, len(chunks) - len(todo)
+            first.setdefault(sha, i)
+        texts = [chunks[first[sha]].content for sha in todo]
+        fresh = self.embedder.embed_documents(
+            texts, progress=progress and len(texts) >= _EMBED_BAR_MIN
+        )
+        dim = fresh.shape[1] if texts else next(iter(known.values())).shape[0]
+        self.store.check_model(self.embedder.model_id, int(dim))
+        by_sha = {**known, **dict(zip(todo, fresh, strict=True))}
+        out = np.stack([np.asarray(by_sha[sha], dtype=np.float32) for sha in shas])
+        return out, [sha in known for sha in shas]
 
     # ------------------------------------------------------------------ search
     def memory_params(

@@ -141,3 +141,45 @@ def test_other_chunking_embeds_only_chunks_with_new_text(tmp_path: Path) -> None
         progress=False,
     )
     assert other.embedded == 13 == len(emb.texts)
+
+
+def test_the_build_goes_through_the_one_ingestion_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_pipeline.system import MemorySystem
+
+    seen: list[str] = []
+    real = MemorySystem.ingest_loaded
+
+    def spy(self: MemorySystem, documents, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.extend(d.source for d in documents)
+        return real(self, documents, *args, **kwargs)
+
+    monkeypatch.setattr(MemorySystem, "ingest_loaded", spy)
+    ds = load_beir(_write(tmp_path / "b"))
+    built = open_beir_memory(
+        ds, HashingEmbedder(), Settings(), cache_root=tmp_path / "c", progress=False
+    )
+    try:
+        assert sorted(seen) == sorted(f"beir:d{i}" for i in range(12))
+        # The corpus ids stay the document ids: qrels are judged by them.
+        assert built.system.store.document_ids() == {f"d{i}" for i in range(12)}
+        assert built.system.store.get_document("d3").title == "T3"  # type: ignore[union-attr]
+    finally:
+        built.system.close()
+
+
+def test_control_characters_are_removed_and_said(tmp_path: Path) -> None:
+    """SciFact has two abstracts with C1 controls (a cp1252 mis-decode): kept, cleaned, noted."""
+    extra = [{"_id": "x1", "title": "Dash", "text": "before\x96after"}]
+    root = _write(tmp_path / "b", extra=extra)
+    ds = load_beir(root, extra_corpus=[root / "extra.jsonl"])
+    built = open_beir_memory(
+        ds, HashingEmbedder(), Settings(), cache_root=tmp_path / "c", progress=False
+    )
+    try:
+        assert any("x1: 1 control character(s) removed" in n for n in built.notes)
+        chunks = built.system.get_document_chunks("x1")
+        assert "beforeafter" in chunks[0].content
+    finally:
+        built.system.close()

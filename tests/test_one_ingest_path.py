@@ -60,3 +60,45 @@ def test_files_and_texts_share_the_path(tmp_path: Path, monkeypatch: pytest.Monk
     memory.ingest_text("harbour lights", "Harbour")
     assert seen == [str(note.resolve()), "text:Harbour"]
     memory.close()
+
+
+class _Counting(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts, *, progress=False):  # type: ignore[no-untyped-def]
+        self.calls.append(list(texts))
+        return super().embed_documents(texts, progress=progress)
+
+
+def test_documents_are_embedded_together_each_text_once(tmp_path: Path) -> None:
+    emb = _Counting()
+    memory = MemorySystem(make_settings(tmp_path), embedder=emb)
+    docs = [loaders.load_text(f"note {i} about lanterns", f"N{i}") for i in range(20)]
+    docs.append(loaders.load_text("note 3 about lanterns\n", "N3 again"))  # other bytes, same chunk
+    docs.append(loaders.load_text("note 4 about lanterns", "N4 again"))  # the very same bytes
+    results = memory.ingest_loaded(docs, update_index=False)
+    assert [r.status for r in results] == ["ingested"] * 21 + ["unchanged"]
+    assert results[-1].doc_id == results[4].doc_id  # stored once
+    assert len(emb.calls) == 1 and len(emb.calls[0]) == 20  # one call, each text once
+    memory.close()
+
+
+def test_a_document_that_cannot_be_chunked_stops_the_batch_before_any_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_pipeline import system as system_module
+
+    memory = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
+    real = system_module.chunk_document
+
+    def no_chunks_for_the_last(text: str, **kwargs: Any) -> Any:
+        return [] if "last" in text else real(text, **kwargs)
+
+    monkeypatch.setattr(system_module, "chunk_document", no_chunks_for_the_last)
+    docs = [loaders.load_text("first note", "A"), loaders.load_text("last note", "B")]
+    with pytest.raises(Exception, match="no text to index"):
+        memory.ingest_loaded(docs)
+    assert memory.store.counts()["documents"] == 0
+    memory.close()

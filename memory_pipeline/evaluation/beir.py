@@ -31,16 +31,16 @@ import sqlalchemy as sa
 from memory_pipeline.config import Settings, default_cache_dir
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, MemoryError_
-from memory_pipeline.ingest.chunking import chunk_document
-from memory_pipeline.ingest.loaders import normalized_content_hash
+from memory_pipeline.ingest.loaders import LoadedDocument, load_text
+from memory_pipeline.metadata import MAX_TITLE_CHARS, strip_controls
 from memory_pipeline.store import Store, now_utc
 from memory_pipeline.store.engine import sqlite_url
 from memory_pipeline.system import MemorySystem
-from memory_pipeline.types import DocumentInfo, NewChunk
 
 # Bump when the way documents become chunks changes, so old caches are not reused.
-_LAYOUT = "beir-doc-v1"
-_EMBED_GROUP = 256  # chunks per embedding call: a fine-grained bar and resumable progress
+# v2: stored through the one ingestion path (control characters removed, as for any text).
+_LAYOUT = "beir-doc-v2"
+_INGEST_SLICE = 128  # documents per ingest call: a fine-grained bar and resumable progress
 
 
 @dataclass(frozen=True)
@@ -240,11 +240,14 @@ def open_beir_memory(
     todo = [d for d in build_order(ds) if d.doc_id not in have]
     deadline = None if embed_budget is None else started + embed_budget
     cache = VectorCache(cache_root, embedder.model_id)
+    # The build goes through the one ingestion path, with vectors cached by chunk text
+    # across memories of this model; the memory returned embeds with the plain embedder.
+    builder = MemorySystem(local, embedder=CachingEmbedder(embedder, cache))
     try:
-        embedded, notes, done = _embed_and_store(
-            system, ds.name, todo, settings, progress, deadline, cache
-        )
+        notes, done = _ingest(builder, ds.name, todo, progress, deadline)
+        embedded = builder.embedder.fresh  # type: ignore[attr-defined]
     finally:
+        builder.close()
         cache.close()
     system.update_index()
     counts = system.store.counts()
@@ -352,101 +355,100 @@ class VectorCache:
         self._db.close()
 
 
-def _embed(emb: Embedder, cache: VectorCache | None, texts: list[str]) -> tuple[np.ndarray, int]:
-    """Vectors for ``texts``, from the cache where it has them; (vectors, newly embedded)."""
-    known = cache.get(texts) if cache is not None else {}
-    todo = [i for i in range(len(texts)) if i not in known]
-    fresh = emb.embed_documents([texts[i] for i in todo]) if todo else None
-    if cache is not None and fresh is not None:
-        cache.put([texts[i] for i in todo], fresh)
-    rows = dict(known)
-    if fresh is not None:
-        rows.update(zip(todo, fresh, strict=True))
-    return np.stack([np.asarray(rows[i], dtype=np.float32) for i in range(len(texts))]), len(todo)
+class CachingEmbedder:
+    """An embedder that takes document vectors from a ``VectorCache`` where it has them.
+
+    The same embedding space as the embedder it wraps (same ``model_id``); ``fresh``
+    counts the texts it really embedded.
+    """
+
+    def __init__(self, inner: Embedder, cache: VectorCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.fresh = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.inner.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        known = self.cache.get(texts)
+        todo = [i for i in range(len(texts)) if i not in known]
+        rows = dict(known)
+        if todo:
+            fresh = self.inner.embed_documents([texts[i] for i in todo], progress=progress)
+            self.cache.put([texts[i] for i in todo], fresh)
+            rows.update(zip(todo, fresh, strict=True))
+            self.fresh += len(todo)
+        if not texts:
+            return self.inner.embed_documents([])
+        return np.stack([np.asarray(rows[i], dtype=np.float32) for i in range(len(texts))])
 
 
-def _embed_and_store(
+def as_loaded(d: BeirDoc) -> tuple[LoadedDocument | None, str | None]:
+    """A corpus document as the ingestion path takes it, and a note when it was changed.
+
+    Its id is the corpus id and its source ``beir:<id>``; control characters (left by a
+    bad decode upstream) are removed, as for any text the memory converts itself.
+    """
+    text = d.as_markdown()
+    clean = strip_controls(text)
+    if not clean.strip():
+        return None, f"document {d.doc_id} has no text; skipped"
+    note = None
+    if clean != text:
+        note = f"document {d.doc_id}: {len(text) - len(clean)} control character(s) removed"
+    title = strip_controls(" ".join((d.title or d.doc_id).split()))[:MAX_TITLE_CHARS]
+    loaded = load_text(clean, title or d.doc_id, source=f"beir:{d.doc_id}", doc_id=d.doc_id)
+    return loaded, note
+
+
+def _ingest(
     system: MemorySystem,
     name: str,
     docs: Sequence[BeirDoc],
-    settings: Settings,
     progress: bool,
     deadline: float | None = None,
-    cache: VectorCache | None = None,
-) -> tuple[int, list[str], bool]:
-    """Chunk every document, embed in large batches behind one bar, store per document.
-
-    Returns (chunks newly embedded, notes, whether every document was stored); chunks
-    whose text ``cache`` holds are not embedded again."""
+) -> tuple[list[str], bool]:
+    """Store ``docs`` through ``MemorySystem.ingest_loaded``, a slice at a time (the index
+    is updated once, afterwards). Returns (notes, whether every document was stored)."""
     from tqdm import tqdm
 
-    emb = system.embedder
-    planned: list[tuple[BeirDoc, list[NewChunk]]] = []
     notes: list[str] = []
-    for d in tqdm(docs, desc=f"chunking {name}", unit="doc", disable=not progress, mininterval=2):
-        text = d.as_markdown()
-        if not text.strip():
-            notes.append(f"document {d.doc_id} has no text; skipped")
-            continue
-        pieces = chunk_document(
-            text,
-            token_counter=emb.count_tokens,
-            max_chunk_size=settings.ingest.max_chunk_size,
-            overlap=settings.ingest.chunk_overlap,
-            fmt="markdown",
-        )
-        planned.append((d, [NewChunk(c.index, c.text, c.token_count) for c in pieces]))
-    total = sum(len(c) for _, c in planned)
+    loaded: list[LoadedDocument] = []
+    for d in docs:
+        doc, note = as_loaded(d)
+        if note:
+            notes.append(note)
+        if doc is not None:
+            loaded.append(doc)
     bar = tqdm(
-        total=total, desc=f"embedding {name}", unit="chunk", disable=not progress, mininterval=2
+        total=len(loaded), desc=f"building {name}", unit="doc", disable=not progress, mininterval=2
     )
-    checked = False
-    group: list[tuple[BeirDoc, list[NewChunk]]] = []
-    size = 0
-    embedded = 0
-    for item in [*planned, None]:
-        if deadline is not None and time.perf_counter() >= deadline:
-            bar.close()
-            return embedded, notes, False
-        if item is not None:
-            group.append(item)
-            size += len(item[1])
-        if group and (size >= _EMBED_GROUP or item is None):
-            texts = [c.content for _, chunks in group for c in chunks]
-            vecs, fresh = _embed(emb, cache, texts)
-            if not checked:
-                system.store.check_model(emb.model_id, int(vecs.shape[1]))
-                checked = True
-            start = 0
-            for d, chunks in group:
-                system.store.add_document(
-                    _doc_info(d), chunks, vecs[start : start + len(chunks)], emb.model_id
-                )
-                start += len(chunks)
-            bar.update(len(texts))
-            embedded += fresh
-            group, size = [], 0
-    bar.close()
-    return embedded, notes, True
-
-
-def _doc_info(d: BeirDoc) -> DocumentInfo:
-    text = d.as_markdown()
-    raw = text.encode("utf-8")
-    return DocumentInfo(
-        doc_id=d.doc_id,
-        source=f"beir:{d.doc_id}",
-        title=d.title or d.doc_id,
-        fmt="markdown",
-        content_hash=hashlib.sha256(raw).hexdigest(),
-        normalized_hash=normalized_content_hash(text),
-        byte_size=len(raw),
-        knowledge_type=None,
-        importance=None,
-        source_date=None,
-        source_date_rule=None,
-        created_at=now_utc(),
-    )
+    try:
+        for start in range(0, len(loaded), _INGEST_SLICE):
+            if deadline is not None and time.perf_counter() >= deadline:
+                return notes, False
+            part = loaded[start : start + _INGEST_SLICE]
+            system.ingest_loaded(part, update_index=False)
+            bar.update(len(part))
+    finally:
+        bar.close()
+    return notes, True
 
 
 def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -46,7 +46,14 @@ class LoadedDocument:
     fmt: str
     raw: bytes = field(repr=False)
     front_matter: dict[str, object]
-    modified_at: datetime | None
+    modified_at: datetime | None  # a file's mtime; None for text handed over in memory
+    # The id its source gives it (a BEIR corpus id); None: the id is the content hash.
+    doc_id: str | None = None
+
+    @property
+    def from_file(self) -> bool:
+        """Loaded from a file (files always carry their mtime), so its name may date it."""
+        return self.modified_at is not None
 
 
 def load_file(
@@ -115,11 +122,14 @@ def load_file(
     return LoadedDocument(source, title or path.stem, text, fmt, raw, front_matter, modified_at)
 
 
-def load_text(text: str, title: str) -> LoadedDocument:
+def load_text(
+    text: str, title: str, *, source: str | None = None, doc_id: str | None = None
+) -> LoadedDocument:
     """Wrap in-memory text (e.g. an agent's note) as a markdown document.
 
     Front matter is not parsed here: callers pass metadata explicitly, and agent text that
-    happens to start with '---' must not be silently cut.
+    happens to start with '---' must not be silently cut. ``source`` (default
+    ``text:<title>``) and ``doc_id`` are for records a corpus names itself (``beir:<id>``).
     """
     if not isinstance(text, str):
         raise InvalidInputError(
@@ -144,7 +154,9 @@ def load_text(text: str, title: str) -> LoadedDocument:
         raise InvalidInputError(f"title is {len(title)} characters; at most {MAX_TITLE_CHARS}")
     check_text("text", text, multiline=True)
     body = text.replace("\r\n", "\n").replace("\r", "\n")
-    return LoadedDocument(f"text:{title}", title, body, "markdown", raw, {}, None)
+    return LoadedDocument(
+        source or f"text:{title}", title, body, "markdown", raw, {}, None, doc_id=doc_id
+    )
 
 
 def normalized_content_hash(text: str) -> str:
