@@ -46,3 +46,59 @@ def test_holds_is_a_membership_mask(tmp_path: Path) -> None:
         True,
         False,
     ]
+
+
+def _write_versions(tmp_path: Path, batches: list[np.ndarray], dim: int = 16):  # type: ignore[no-untyped-def]
+    """One SegmentWriter per batch, each version starting from the last one's state."""
+    from memory_pipeline.index.dense import SegmentWriter
+
+    rng = np.random.default_rng(3)
+    writer = SegmentWriter(tmp_path, 1)
+    vectors: dict[int, np.ndarray] = {}
+    for version, ids in enumerate(batches, start=1):
+        writer = SegmentWriter(
+            tmp_path,
+            version,
+            segments=writer.segments,
+            seg_ids=writer.seg_ids,
+            deleted=writer.deleted,
+        )
+        vecs = unit(rng, len(ids), dim)
+        vectors.update(zip(ids.tolist(), vecs, strict=True))
+        writer.add(ids, vecs)
+        writer.finish()
+    return writer, vectors
+
+
+def test_many_small_segments_fold_into_one_beside_the_largest(tmp_path: Path) -> None:
+    from memory_pipeline.index.dense import MAX_SEGMENTS
+
+    batches = [np.arange(0, 100, dtype=np.int64)]
+    batches += [np.arange(100 + 10 * i, 110 + 10 * i, dtype=np.int64) for i in range(MAX_SEGMENTS)]
+    writer, vectors = _write_versions(tmp_path, batches)
+    names = sorted(s.name for s in writer.segments)
+    assert len(names) == 2 and names[0].startswith("mrg") and names[1] == "seg000001"
+    assert sorted(writer.held().tolist()) == sorted(vectors)
+    merged = DenseSegment.load(tmp_path, names[0])
+    assert merged.ids.tolist() == list(range(100, 100 + 10 * MAX_SEGMENTS))
+    # Files of the folded segments are gone; the vectors moved over unchanged.
+    assert not list(tmp_path.glob("seg000002.*"))
+    stored = np.load(tmp_path / f"{names[0]}.vecs.npy")
+    assert np.allclose(stored[0], vectors[100])
+
+
+def test_deletes_past_their_share_fold_everything_without_them(tmp_path: Path) -> None:
+    from memory_pipeline.index.dense import MAX_DELETED_FRACTION, SegmentWriter
+
+    writer, _vectors = _write_versions(tmp_path, [np.arange(0, 50, dtype=np.int64)])
+    doomed = np.arange(0, int(50 * MAX_DELETED_FRACTION), dtype=np.int64)  # at the share: kept
+    w2 = SegmentWriter(
+        tmp_path, 2, segments=writer.segments, seg_ids=writer.seg_ids, deleted=writer.deleted
+    )
+    w2.delete(doomed)
+    segments, deleted = w2.finish()
+    assert [s.name for s in segments] == ["seg000001"] and len(deleted) == len(doomed)
+    w2.delete(np.array([49], dtype=np.int64))  # one more: past the share
+    segments, deleted = w2.finish()
+    assert [s.name for s in segments] == ["mrg000002"] and len(deleted) == 0
+    assert w2.held().tolist() == list(range(len(doomed), 49)) and w2.live == 49 - len(doomed)

@@ -9,6 +9,7 @@ Vectors are stored as plain ``.npy`` (the source for merges); segments past
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,14 @@ import faiss
 import numpy as np
 
 from memory_pipeline.durable import fsync_file, save_npy
+from memory_pipeline.index.versions import SegmentInfo
+
+log = logging.getLogger(__name__)
+
+#: Tiered merging: more segments than this fold the small ones together ...
+MAX_SEGMENTS = 8
+#: ... and deleted entries above this share of all entries fold everything.
+MAX_DELETED_FRACTION = 0.2
 
 DEFAULT_IVF_THRESHOLD = 200_000
 IVF_NPROBE = 64
@@ -196,3 +205,76 @@ class SegmentedDense:
         if not self.segments:
             return np.zeros(0, dtype=np.int64)
         return np.setdiff1d(np.concatenate([s.ids for s in self.segments]), self.deleted)
+
+
+@dataclass
+class SegmentWriter:
+    """The dense side of a new index version (a ``DenseWriter``): the parent's segments,
+    already linked into ``folder``, plus new segments, deletions and tiered merges.
+
+    Segments are immutable once written; a delete only lists the id (``deleted``), and
+    a merge rewrites the small segments (or all of them, when deletes pile up) without
+    their deleted entries.
+    """
+
+    folder: Path
+    version: int
+    ivf_threshold: int = DEFAULT_IVF_THRESHOLD
+    segments: list[SegmentInfo] = field(default_factory=list)
+    seg_ids: dict[str, np.ndarray] = field(default_factory=dict)
+    deleted: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def held(self) -> np.ndarray:
+        """Every id in a segment (deleted ones included)."""
+        parts = list(self.seg_ids.values())
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.deleted = np.union1d(self.deleted, ids)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """One new segment of ``ids`` (sorted, none held yet) and their vectors."""
+        if not len(ids):
+            return
+        name = f"seg{self.version:06d}"
+        write_segment(self.folder, name, ids, vectors, ivf_threshold=self.ivf_threshold)
+        self.segments.append(SegmentInfo(name, len(ids)))
+        self.seg_ids[name] = ids
+
+    @property
+    def live(self) -> int:
+        return sum(s.count for s in self.segments) - len(self.deleted)
+
+    def finish(self) -> tuple[list[SegmentInfo], np.ndarray]:
+        """Merge where due; the version's segments and deleted ids."""
+        total = sum(s.count for s in self.segments)
+        if total and len(self.deleted) / total > MAX_DELETED_FRACTION:
+            victims = list(self.segments)
+        elif len(self.segments) > MAX_SEGMENTS:
+            largest = max(self.segments, key=lambda s: s.count)
+            victims = [s for s in self.segments if s is not largest]
+        else:
+            return self.segments, self.deleted
+        ids_parts, vec_parts = [], []
+        for seg in victims:
+            ids = self.seg_ids[seg.name]
+            keep = ~np.isin(ids, self.deleted)
+            vecs = np.load(self.folder / f"{seg.name}.vecs.npy", mmap_mode="r")
+            ids_parts.append(ids[keep])
+            vec_parts.append(np.asarray(vecs[keep]))
+            for f in self.folder.glob(f"{seg.name}.*"):
+                f.unlink()
+        merged_ids = np.concatenate(ids_parts)
+        merged_vecs = np.concatenate(vec_parts) if merged_ids.size else np.zeros((0, 0), np.float32)
+        merged_away = np.concatenate([self.seg_ids.pop(s.name) for s in victims])
+        self.deleted = np.setdiff1d(self.deleted, merged_away)
+        self.segments = [s for s in self.segments if s not in victims]
+        if len(merged_ids):
+            name = f"mrg{self.version:06d}"
+            write_segment(
+                self.folder, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold
+            )
+            self.segments.append(SegmentInfo(name, len(merged_ids)))
+            self.seg_ids[name] = merged_ids
+        log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))
+        return self.segments, self.deleted

@@ -16,7 +16,8 @@ import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
 from memory_pipeline.index import versions as v
-from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, write_segment
+from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, SegmentWriter
+from memory_pipeline.index.protocols import DenseWriter, SparseWriter
 from memory_pipeline.index.reader import load_deleted
 from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
@@ -26,8 +27,6 @@ from memory_pipeline.types import IndexUpdateResult
 
 log = logging.getLogger(__name__)
 
-MAX_SEGMENTS = 8
-MAX_DELETED_FRACTION = 0.2
 _CONTENT_BATCH = 5_000
 
 
@@ -91,24 +90,19 @@ class IndexWriter:
 
         version = manifest.version + 1
         tmp = v.new_temp_dir(self.root, version)
-        dense_dir = tmp / "dense"
-        v.link_tree(vdir / "dense", dense_dir)
-        segments = list(manifest.segments)
-        deleted = np.union1d(deleted, removed)
-
+        v.link_tree(vdir / "dense", tmp / "dense")
+        dense: DenseWriter = SegmentWriter(
+            tmp / "dense", version, self.ivf_threshold, list(manifest.segments), seg_ids, deleted
+        )
+        dense.delete(removed)
         add_ids, add_vecs = self._vectors(reads, added)
         dim = manifest.dim or (int(add_vecs.shape[1]) if add_vecs.size else 0)
-        if len(add_ids):
-            name = f"seg{version:06d}"
-            write_segment(dense_dir, name, add_ids, add_vecs, ivf_threshold=self.ivf_threshold)
-            segments.append(v.SegmentInfo(name, len(add_ids)))
-            seg_ids[name] = add_ids
-
-        segments, deleted = self._maybe_merge(dense_dir, version, segments, seg_ids, deleted)
+        dense.add(add_ids, add_vecs)
+        segments, deleted = dense.finish()
         np.save(tmp / "deleted.npy", deleted)
 
         SparseIndex.clone(vdir / "sparse", tmp / "sparse")
-        sparse = SparseIndex.open(tmp / "sparse", writable=True)
+        sparse: SparseWriter = SparseIndex.open(tmp / "sparse", writable=True)
         sparse.delete(int(i) for i in removed)
         sparse.add(self._tokens(reads, add_ids))
         sparse.commit()
@@ -156,13 +150,11 @@ class IndexWriter:
         seqs = reads.change_seqs()
         ids, vecs = self._vectors(reads, reads.all_ids())
         dim = int(vecs.shape[1]) if vecs.size else 0
-        segments = []
-        if len(ids):
-            name = f"seg{version:06d}"
-            write_segment(tmp / "dense", name, ids, vecs, ivf_threshold=self.ivf_threshold)
-            segments.append(v.SegmentInfo(name, len(ids)))
+        dense: DenseWriter = SegmentWriter(tmp / "dense", version, self.ivf_threshold)
+        dense.add(ids, vecs)
+        segments, _ = dense.finish()
         np.save(tmp / "deleted.npy", np.zeros(0, dtype=np.int64))
-        sparse = SparseIndex.create(tmp / "sparse")
+        sparse: SparseWriter = SparseIndex.create(tmp / "sparse")
         for start in range(0, len(ids), _CONTENT_BATCH):
             sparse.add(self._tokens(reads, ids[start : start + _CONTENT_BATCH]))
         sparse.commit()
@@ -227,47 +219,6 @@ class IndexWriter:
     def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
         contents = reads.contents([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
-
-    def _maybe_merge(
-        self,
-        dense_dir: Path,
-        version: int,
-        segments: list[v.SegmentInfo],
-        seg_ids: dict[str, np.ndarray],
-        deleted: np.ndarray,
-    ) -> tuple[list[v.SegmentInfo], np.ndarray]:
-        """Tiered merge: fold the small segments together; everything when deletes pile up."""
-        total = sum(s.count for s in segments)
-        if total and len(deleted) / total > MAX_DELETED_FRACTION:
-            victims = list(segments)
-        elif len(segments) > MAX_SEGMENTS:
-            largest = max(segments, key=lambda s: s.count)
-            victims = [s for s in segments if s is not largest]
-        else:
-            return segments, deleted
-        ids_parts, vec_parts = [], []
-        for seg in victims:
-            ids = seg_ids[seg.name]
-            keep = ~np.isin(ids, deleted)
-            vecs = np.load(dense_dir / f"{seg.name}.vecs.npy", mmap_mode="r")
-            ids_parts.append(ids[keep])
-            vec_parts.append(np.asarray(vecs[keep]))
-            for f in dense_dir.glob(f"{seg.name}.*"):
-                f.unlink()
-        merged_ids = np.concatenate(ids_parts)
-        merged_vecs = np.concatenate(vec_parts) if merged_ids.size else np.zeros((0, 0), np.float32)
-        merged_away = np.concatenate([seg_ids[s.name] for s in victims])
-        deleted = np.setdiff1d(deleted, merged_away)
-        survivors = [s for s in segments if s not in victims]
-        if len(merged_ids):
-            name = f"mrg{version:06d}"
-            write_segment(
-                dense_dir, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold
-            )
-            survivors.append(v.SegmentInfo(name, len(merged_ids)))
-            seg_ids[name] = merged_ids
-        log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))
-        return survivors, deleted
 
 
 def _noop(manifest: v.Manifest, started: float) -> IndexUpdateResult:

@@ -1,15 +1,18 @@
-"""The seams between search and an index: what the searcher and health need of one.
+"""The seams between the memory and an index: what the searcher and health read of one
+(``DenseIndex``, ``SparseIndex``) and what the index writer writes (``DenseWriter``,
+``SparseWriter``).
 
-Today's implementations are the FAISS segments (``dense.SegmentedDense``) and the
-tantivy BM25 index (``sparse.SparseIndex``); another backend (a database with a
-vector type, a vector service) implements the same reads. Scores: inner products
+Today's implementations are the FAISS segments (``dense.SegmentedDense`` to read,
+``dense.SegmentWriter`` to write one version) and the tantivy BM25 index
+(``sparse.SparseIndex``, both sides); another backend (a database with a vector type,
+a vector service) implements the same four. Scores: inner products
 of unit vectors for dense, BM25 (``index/bm25.py``) for sparse; ids are chunk ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Protocol
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -53,3 +56,39 @@ class SparseIndex(Protocol):
     ) -> Ranked:
         """BM25 of documents it does not hold, as if they had been added."""
         ...
+
+
+class DenseWriter(Protocol):
+    """The dense side of one index version being written; nothing is visible until the
+    writer publishes the version."""
+
+    def held(self) -> np.ndarray:
+        """Every id it holds, deleted ones included."""
+        ...
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Vectors of ids it does not hold yet (sorted ids, one row each)."""
+        ...
+
+    def delete(self, ids: np.ndarray) -> None: ...
+
+    def finish(self) -> tuple[Any, np.ndarray]:
+        """Compact where due; (what the version's manifest records, deleted ids)."""
+        ...
+
+
+class SparseWriter(Protocol):
+    """The BM25 side of one index version being written."""
+
+    @property
+    def num_docs(self) -> int: ...
+
+    def add(self, items: Iterable[tuple[int, Sequence[str]]]) -> int:
+        """(id, tokens) of chunks it does not hold yet; returns how many were added."""
+        ...
+
+    def delete(self, ids: Iterable[int]) -> int: ...
+
+    def commit(self) -> None: ...
+
+    def close(self) -> None: ...
