@@ -18,7 +18,7 @@ from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.index.manager import IndexWriter
-from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.index.reader import IndexReader, LoadedVersion
 from memory_pipeline.ingest.chunking import chunk_document
 from memory_pipeline.ingest.dates import date_for_existing, derive_source_date
 from memory_pipeline.ingest.loaders import (
@@ -457,6 +457,27 @@ class MemorySystem:
         return self.embedder.embed_query(text)
 
     # ------------------------------------------------------------------- index
+    @property
+    def model_id(self) -> str:
+        """The embedding space this memory searches and writes in."""
+        return self.embedder.model_id
+
+    def counts(self) -> dict[str, int]:
+        """Documents, chunks, … as stored (cheap: no index, no model)."""
+        return self.store.counts()
+
+    def waiting_for_index(self) -> int:
+        """Stored chunks the published index has not taken in yet (searchable already)."""
+        return len(self.store.pending_adds())
+
+    def embedding_models(self) -> dict[str, tuple[int, int]]:
+        """model id -> (dimension, vectors stored)."""
+        return self.store.embedding_models()
+
+    def published(self) -> LoadedVersion | None:
+        """The published index version (None before the first update)."""
+        return self.reader.current()
+
     def update_index(self) -> IndexUpdateResult:
         return self.writer.update()
 

@@ -69,7 +69,7 @@ class ReadTools:
         """Embed a text as a query with the memory's embedding model (unit-length vector)."""
         vector = self.system.embed(text)
         return EmbedOutput(
-            model_id=self.system.embedder.model_id, dim=len(vector), vector=float32_list(vector)
+            model_id=self.system.model_id, dim=len(vector), vector=float32_list(vector)
         )
 
     def hybrid_search(

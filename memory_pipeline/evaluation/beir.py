@@ -250,7 +250,7 @@ def open_beir_memory(
         builder.close()
         cache.close()
     system.update_index()
-    counts = system.store.counts()
+    counts = system.counts()
     if not done:
         notes.append(
             f"partial memory: {counts['documents']} of {len(ds.corpus)} documents embedded "

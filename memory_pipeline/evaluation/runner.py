@@ -150,7 +150,7 @@ def evaluate(
     excluded = set(exclude_chunk_ids)
     results: list[VariantResult] = []
     notes: list[str] = []
-    pending = len(system.store.pending_adds())
+    pending = system.waiting_for_index()
     if pending:
         notes.append(
             f"{pending} chunks are not in the published index yet: only the hybrid variants "
@@ -168,12 +168,12 @@ def evaluate(
         )  # fmt: skip
     if not results:
         raise InvalidInputError(f"no variant could run: {'; '.join(notes)}")
-    counts = system.store.counts()
+    counts = system.counts()
     primary = default_variant(system)
     st = system.settings
     return EvalRun(
         dataset=dataset,
-        model_id=system.embedder.model_id,
+        model_id=system.model_id,
         k_values=list(k_values),
         authority_window=authority_window,
         created_at=now_utc().isoformat(timespec="seconds"),

@@ -63,7 +63,7 @@ def _allowed(system: MemorySystem, filters: SearchFilters | None) -> np.ndarray 
 
 
 def run_bm25(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list[ChunkRef]:
-    version = system.reader.current()
+    version = system.published()
     if version is None:
         return []
     allowed = _allowed(system, req.filters)
@@ -76,7 +76,7 @@ def run_bm25(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list
 
 
 def run_dense(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list[ChunkRef]:
-    version = system.reader.current()
+    version = system.published()
     if version is None:
         return []
     hits = version.dense.search(req.vector, req.depth, allowed=_allowed(system, req.filters))

@@ -108,7 +108,7 @@ def documents_and_chunks(
             report = apply_sync(system, cfg, plan, ledger)
     for path, reason in sorted(report.failed.items()):
         context.log.warning(f"not ingested: {path}: {reason}")
-    counts = system.store.counts()
+    counts = system.counts()
     yield dg.MaterializeResult(
         asset_key="documents",
         metadata={
@@ -129,7 +129,7 @@ def documents_and_chunks(
             "chunks_added": report.chunks_added,
             "chunks_removed": report.chunks_removed,
             "chunks_total": counts["chunks"],
-            "chunks_waiting_for_index": len(system.store.pending_adds()),
+            "chunks_waiting_for_index": system.waiting_for_index(),
             "vectors_embedded": report.embedded,
             "vectors_reused": report.reused_vectors,
         },
@@ -145,8 +145,8 @@ def documents_and_chunks(
 def embeddings(memory: MemoryResource) -> dg.MaterializeResult:
     started = time.perf_counter()
     system = memory.system()
-    model_id = system.embedder.model_id
-    models = system.store.embedding_models()
+    model_id = system.model_id
+    models = system.embedding_models()
     dim, vectors = models.get(model_id, (0, 0))
     return dg.MaterializeResult(
         metadata={
@@ -154,7 +154,7 @@ def embeddings(memory: MemoryResource) -> dg.MaterializeResult:
             "dim": dim,
             "vectors_total": vectors,
             "vectors_other_models": sum(n for m, (_d, n) in models.items() if m != model_id),
-            "chunks_waiting_for_index": len(system.store.pending_adds()),
+            "chunks_waiting_for_index": system.waiting_for_index(),
             "seconds": round(time.perf_counter() - started, 3),
         }
     )
@@ -170,7 +170,7 @@ def embeddings(memory: MemoryResource) -> dg.MaterializeResult:
 def search_index(memory: MemoryResource) -> dg.MaterializeResult:
     system = memory.system()
     result = system.update_index()
-    loaded = system.reader.current()
+    loaded = system.published()
     manifest = loaded.manifest if loaded else None
     return dg.MaterializeResult(
         metadata={
@@ -181,7 +181,7 @@ def search_index(memory: MemoryResource) -> dg.MaterializeResult:
             "vectors_indexed": result.n_dense,
             "bm25_documents": result.n_sparse,
             "index_size_bytes": dir_size(loaded.path) if loaded else 0,
-            "model_id": manifest.model_id if manifest else system.embedder.model_id,
+            "model_id": manifest.model_id if manifest else system.model_id,
             "dim": manifest.dim if manifest else 0,
             "seconds": round(result.seconds, 3),
         }
