@@ -49,6 +49,7 @@ from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.search.rerank import Reranker, load_reranker
+from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, doc_id_in_space
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.types import (
     ChunkRecord,
@@ -112,9 +113,9 @@ def _check_doc_id(doc_id: object) -> None:
     check_text("doc_id", doc_id)
 
 
-def doc_id_for(raw: bytes) -> str:
-    """Documents are named by their bytes: identical content, identical id."""
-    return hashlib.sha256(raw).hexdigest()[:32]
+def doc_id_for(raw: bytes, space: str = DEFAULT_SPACE) -> str:
+    """Documents are named by their bytes (and their space): identical content, identical id."""
+    return doc_id_in_space(hashlib.sha256(raw).hexdigest(), space)
 
 
 class MemorySystem:
@@ -124,10 +125,14 @@ class MemorySystem:
         *,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
+        spaces: Spaces | None = None,
     ) -> None:
+        """``spaces`` binds the memory to the space it writes and those it reads (default:
+        the ``default`` space); the store applies it to every query."""
         self.settings = settings
+        self.spaces = spaces or Spaces()
         settings.index_path.mkdir(parents=True, exist_ok=True)
-        self.store = Store(settings.url)
+        self.store = Store(settings.url, spaces=self.spaces)
         self.embedder: Embedder = embedder or embedder_for(settings)
         if reranker is not None:
             self.reranker: Reranker | None = reranker
@@ -257,7 +262,7 @@ class MemorySystem:
         seen: set[str] = set()
         for p in prepared:
             loaded = p.loaded
-            doc_id = loaded.doc_id or doc_id_for(loaded.raw)
+            doc_id = loaded.doc_id or doc_id_for(loaded.raw, self.spaces.write)
             content_hash = hashlib.sha256(loaded.raw).hexdigest()
             existing = self.store.get_document(doc_id)
             if existing is not None and existing.content_hash != content_hash:

@@ -67,7 +67,10 @@ class HybridSearcher:
             self._check_space(version, qvec)
             stats.index_version = version.manifest.version
         with timer.stage("filters"):
-            allowed = None if filters.is_empty() else self.store.filter_ids(filters)
+            # Filters first, and the store's spaces with them: when the memory holds
+            # chunks this store does not read, every retriever is restricted before its cut.
+            scoped = self.store.other_spaces_hold_chunks()
+            allowed = None if filters.is_empty() and not scoped else self.store.filter_ids(filters)
         run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
 
         self._retrieve(run)

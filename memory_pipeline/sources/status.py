@@ -25,6 +25,7 @@ from memory_pipeline.sources.conversations import (
     parse_claude_code_session,
 )
 from memory_pipeline.sources.ledger import FAILED, Ledger
+from memory_pipeline.spaces import Spaces, doc_id_in_space
 from memory_pipeline.types import ChunkRecord, DocumentInfo
 
 LAST_ACTIVITY_TAG = "session_last_activity:"
@@ -37,6 +38,9 @@ READERS: dict[SourceKind, Callable[[Path], list[Conversation]]] = {
 
 class StoreView(Protocol):
     """The read side of the store that status and sync need."""
+
+    @property
+    def spaces(self) -> Spaces: ...
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]: ...
 
@@ -155,7 +159,8 @@ def file_status(store: StoreView, sf: SourceFile, ledger: Ledger) -> FileStatus:
             return status(FileState.INGESTED, documents=len(docs))
         if docs:
             return status(FileState.CHANGED, "content differs from the stored version", len(docs))
-        twin = store.get_document(sha[:32])  # documents are named by their bytes (doc_id_for)
+        # Documents are named by their bytes and space (doc_id_for).
+        twin = store.get_document(doc_id_in_space(sha, store.spaces.write))
         if twin is not None:
             return status(FileState.INGESTED, f"identical to {twin.source}", 1)
         return status(FileState.NEW)

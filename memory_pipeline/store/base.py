@@ -4,21 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.engine import create_engine, migrate, writer
 
 
 class StoreBase:
-    """An engine over one database (migrated on open), and the three ways to use it."""
+    """An engine over one database (migrated on open), and the three ways to use it.
 
-    def __init__(self, url: str) -> None:
+    ``spaces`` binds it: every read of documents, chunks and tags sees only the spaces
+    it reads, and every write lands in (and may only change) the space it writes. The
+    index writer's reads (``snapshot``) and the vectors reused by content are the two
+    exceptions: the index and the vectors serve every space.
+    """
+
+    def __init__(self, url: str, *, spaces: Spaces | None = None) -> None:
         self.url = url
+        self.spaces = spaces or Spaces()
         self.engine = create_engine(url)
         self._writer = writer(self.engine)
         migrate(self.engine)
+
+    def readable(self, column: Any) -> Any:
+        """``column`` (a space column) is one this store reads."""
+        return sa.true() if self.spaces.read is None else column.in_(sorted(self.spaces.read))
+
+    def read_only(self, doc_id: str, space: str) -> InvalidInputError:
+        """The error for a change to a document this store reads but may not write."""
+        return InvalidInputError(
+            f"document {doc_id!r} is in space {space!r}, which this memory reads but does "
+            f"not write (it writes to {self.spaces.write!r})"
+        )
 
     @property
     def backend(self) -> str:

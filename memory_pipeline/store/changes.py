@@ -108,7 +108,7 @@ class ChangeQueries(StoreBase):
             stmt = (
                 sa.select(IndexChange.chunk_id)
                 .join(Chunk, Chunk.id == IndexChange.chunk_id)
-                .where(IndexChange.op == "add")
+                .where(IndexChange.op == "add", self.readable(Chunk.space))
                 .distinct()
             )
             return [int(i) for i in c.execute(stmt).scalars()]

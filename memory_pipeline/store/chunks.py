@@ -28,14 +28,17 @@ class ChunkQueries(StoreBase):
         with self.conn() as c:
             tags = tags_for(c, id_list)
             for batch in batched(id_list):
-                for row in c.execute(CHUNKS_BY_ID, {"ids": list(batch)}):
+                stmt = CHUNKS_BY_ID.where(self.readable(Chunk.__table__.c.space))
+                for row in c.execute(stmt, {"ids": list(batch)}):
                     out[row.id] = chunk_record(row, tags.get(row.id, ()))
         return out
 
     def document_chunks(self, doc_id: str) -> list[ChunkRecord]:
         with self.read() as s:
             rows = s.scalars(
-                sa.select(Chunk).where(Chunk.doc_id == doc_id).order_by(Chunk.chunk_index)
+                sa.select(Chunk)
+                .where(Chunk.doc_id == doc_id, self.readable(Chunk.space))
+                .order_by(Chunk.chunk_index)
             ).all()
             tags = tags_for(s, [r.id for r in rows])
             return [chunk_record(r, tags.get(r.id, ())) for r in rows]
@@ -66,6 +69,7 @@ class ChunkQueries(StoreBase):
         return self._ids(_filtered(sa.select(Chunk.id).where(wanted), filters))
 
     def _ids(self, stmt: sa.Select[Any]) -> np.ndarray:
+        stmt = stmt.where(self.readable(Chunk.space))
         with self.conn() as c:
             ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
         return np.asarray(ids, dtype=np.int64)
@@ -90,6 +94,10 @@ class ChunkQueries(StoreBase):
             row = s.scalar(
                 sa.select(Chunk).where(Chunk.doc_id == doc_id, Chunk.chunk_index == chunk_index)
             )
+            if row is not None and row.space != self.spaces.write:
+                if self.spaces.reads(row.space):
+                    raise self.read_only(doc_id, row.space)
+                row = None
             if row is None:
                 raise NotFoundError(
                     f"no chunk {chunk_index} in document {doc_id!r}; list them with get_document_chunks"

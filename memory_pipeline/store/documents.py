@@ -28,7 +28,9 @@ class StoredDocument:
 class DocumentQueries(StoreBase):
     def get_document(self, doc_id: str) -> DocumentInfo | None:
         with self.read() as s:
-            row = s.get(Document, doc_id)
+            row = s.scalar(
+                sa.select(Document).where(Document.doc_id == doc_id, self.readable(Document.space))
+            )
             return doc_info(row) if row else None
 
     def document_labels(self, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
@@ -37,23 +39,34 @@ class DocumentQueries(StoreBase):
         out: dict[str, tuple[str, str]] = {}
         with self.conn() as c:
             for batch in batched(wanted):
-                rows = c.execute(_LABELS_BY_DOC, {"ids": list(batch)})
+                rows = c.execute(
+                    _LABELS_BY_DOC.where(self.readable(Document.space)), {"ids": list(batch)}
+                )
                 out.update((d, (t, src)) for d, t, src in rows)
         return out
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]:
         with self.read() as s:
-            rows = s.scalars(sa.select(Document).where(Document.source == source)).all()
+            rows = s.scalars(
+                sa.select(Document).where(
+                    Document.source == source, Document.space == self.spaces.write
+                )
+            ).all()
             return [doc_info(r) for r in rows]
 
     def documents_without_source_date(self) -> list[DocumentInfo]:
         with self.read() as s:
-            rows = s.scalars(sa.select(Document).where(Document.source_date.is_(None))).all()
+            rows = s.scalars(
+                sa.select(Document).where(
+                    Document.source_date.is_(None), Document.space == self.spaces.write
+                )
+            ).all()
             return [doc_info(r) for r in rows]
 
     def set_source_date(self, doc_id: str, day: dt.date, rule: str) -> int:
         """Set a document's date and its chunks' (where unset); returns chunks changed."""
         with self.write() as s:
+            self._writable(s, doc_id)
             s.execute(
                 sa.update(Document)
                 .where(Document.doc_id == doc_id)
@@ -83,8 +96,9 @@ class DocumentQueries(StoreBase):
         vectors = _checked_vectors(chunks, vectors)
         with self.write() as s:
             for old in replace:
-                _delete_document(s, old)
-            return _insert_document(s, doc, chunks, vectors, model_id, tags)
+                if self._writable(s, old, missing_ok=True):
+                    _delete_document(s, old)
+            return _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
 
     def store_document(
         self,
@@ -108,31 +122,58 @@ class DocumentQueries(StoreBase):
             older = list(
                 s.scalars(
                     sa.select(Document.doc_id)
-                    .where(Document.source == doc.source)
+                    .where(Document.source == doc.source, Document.space == self.spaces.write)
                     .order_by(Document.created_at)
                 )
             )
             for old in older:
                 _delete_document(s, old)
-            ids = _insert_document(s, doc, chunks, vectors, model_id, tags)
+            ids = _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
             return StoredDocument(ids=ids, replaced=older)
 
     def delete_document(self, doc_id: str) -> int:
         """Delete a document with its chunks, tags and vectors; returns chunks removed."""
         with self.write() as s:
+            self._writable(s, doc_id)
             n = _delete_document(s, doc_id)
             if n is None:
-                raise NotFoundError(
-                    f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
-                )
+                raise NotFoundError(no_document(doc_id))
             return n
+
+    def _writable(self, s: Session, doc_id: str, *, missing_ok: bool = False) -> bool:
+        """Whether ``doc_id`` is in the space this store writes; a document of another
+        space is missing (``NotFoundError``) unless this store reads it, when the error
+        says it is read-only here."""
+        space = s.scalar(sa.select(Document.space).where(Document.doc_id == doc_id))
+        if space == self.spaces.write:
+            return True
+        if space is not None and self.spaces.reads(space):
+            raise self.read_only(doc_id, space)
+        if missing_ok:
+            return False
+        raise NotFoundError(no_document(doc_id))
 
     def counts(self) -> dict[str, int]:
         with self.read() as s:
+            docs = sa.select(sa.func.count()).select_from(Document)
+            chunks = sa.select(sa.func.count()).select_from(Chunk)
             return {
-                "documents": int(s.scalar(sa.select(sa.func.count()).select_from(Document)) or 0),
-                "chunks": int(s.scalar(sa.select(sa.func.count()).select_from(Chunk)) or 0),
+                "documents": int(s.scalar(docs.where(self.readable(Document.space))) or 0),
+                "chunks": int(s.scalar(chunks.where(self.readable(Chunk.space))) or 0),
             }
+
+    def other_spaces_hold_chunks(self) -> bool:
+        """Whether the memory holds chunks this store does not read (searches then
+        restrict every retriever to the readable ones before their cut)."""
+        if self.spaces.read is None:
+            return False
+        with self.conn() as c:
+            stmt = sa.select(Chunk.id).where(~self.readable(Chunk.space)).limit(1)
+            return c.execute(stmt).first() is not None
+
+
+def no_document(doc_id: str) -> str:
+    return f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
 
 
 def _checked_vectors(chunks: Sequence[NewChunk], vectors: np.ndarray) -> np.ndarray:
@@ -148,12 +189,14 @@ def _insert_document(
     vectors: np.ndarray,
     model_id: str,
     tags: Sequence[str],
+    space: str,
 ) -> list[int]:
-    """Insert one document with its chunks, tags, vectors and queued index adds."""
+    """Insert one document (into ``space``) with its chunks, tags, vectors and queued adds."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
     s.add(
         Document(
             doc_id=doc.doc_id,
+            space=space,
             source=doc.source,
             title=doc.title,
             fmt=doc.fmt,
@@ -172,6 +215,7 @@ def _insert_document(
     rows = [
         {
             "doc_id": doc.doc_id,
+            "space": space,
             "chunk_index": c.chunk_index,
             "content": c.content,
             "content_sha": content_sha(c.content),

@@ -71,7 +71,8 @@ class RestoreWrite:
 
 class ForgettingQueries(StoreBase):
     def iter_memory_rows(self) -> Iterator[MemoryRow]:
-        """Every live chunk's memory columns, streamed in one pass."""
+        """The memory columns of every live chunk this store may change (its write space;
+        every space for an all-spaces store), streamed in one pass."""
         stmt = sa.select(
             Chunk.id,
             Chunk.doc_id,
@@ -82,6 +83,8 @@ class ForgettingQueries(StoreBase):
             Chunk.created_at,
             Chunk.source_date,
         )
+        if self.spaces.read is not None:
+            stmt = stmt.where(Chunk.space == self.spaces.write)
         with self.conn() as c:
             for part in c.execute(stmt).partitions(10_000):
                 for cid, doc_id, index, kind, importance, accesses, created, day in part:

@@ -51,6 +51,10 @@ class ReportQueries(StoreBase):
     ) -> CountsReport:
         """Counts, tag coverage, access buckets (label, low, high or None) and queue size."""
         count = sa.func.count
+        in_chunks = self.readable(Chunk.space)
+        in_docs = self.readable(Document.space)
+        tagged = sa.select(ChunkTag).join(Chunk, Chunk.id == ChunkTag.chunk_id).where(in_chunks)
+        tags = tagged.subquery()
         with self.conn() as c:
 
             def scalar(stmt: sa.Select[Any]) -> int:
@@ -62,31 +66,44 @@ class ReportQueries(StoreBase):
                 if high is not None:
                     cond = sa.and_(cond, Chunk.access_count <= high)
                 cases.append(sa.func.sum(sa.case((cond, 1), else_=0)).label(label))
-            access = c.execute(sa.select(*cases, sa.func.sum(Chunk.access_count))).one()
+            access = c.execute(
+                sa.select(*cases, sa.func.sum(Chunk.access_count)).where(in_chunks)
+            ).one()
             top = c.execute(
-                sa.select(ChunkTag.tag, count().label("n"))
-                .group_by(ChunkTag.tag)
-                .order_by(sa.desc("n"), ChunkTag.tag)
+                sa.select(tags.c.tag, count().label("n"))
+                .group_by(tags.c.tag)
+                .order_by(sa.desc("n"), tags.c.tag)
                 .limit(top_tags)
             ).all()
             unindexed = (
                 sa.select(count(sa.distinct(IndexChange.chunk_id)))
                 .join(Chunk, Chunk.id == IndexChange.chunk_id)
-                .where(IndexChange.op == "add")
+                .where(IndexChange.op == "add", in_chunks)
             )
-            models = c.execute(sa.select(Embedding.model_id, count()).group_by(Embedding.model_id))
+            models = c.execute(
+                sa.select(Embedding.model_id, count())
+                .join(Chunk, Chunk.id == Embedding.chunk_id)
+                .where(in_chunks)
+                .group_by(Embedding.model_id)
+            )
             doc_types = c.execute(
-                sa.select(Document.knowledge_type, count()).group_by(Document.knowledge_type)
+                sa.select(Document.knowledge_type, count())
+                .where(in_docs)
+                .group_by(Document.knowledge_type)
             )
             chunk_types = c.execute(
-                sa.select(Chunk.knowledge_type, count()).group_by(Chunk.knowledge_type)
+                sa.select(Chunk.knowledge_type, count())
+                .where(in_chunks)
+                .group_by(Chunk.knowledge_type)
             )
             return CountsReport(
-                documents=scalar(sa.select(count()).select_from(Document)),
-                chunks=scalar(sa.select(count()).select_from(Chunk)),
-                importance_set=scalar(sa.select(count()).where(Chunk.importance.is_not(None))),
-                tagged_chunks=scalar(sa.select(count(sa.distinct(ChunkTag.chunk_id)))),
-                distinct_tags=scalar(sa.select(count(sa.distinct(ChunkTag.tag)))),
+                documents=scalar(sa.select(count()).select_from(Document).where(in_docs)),
+                chunks=scalar(sa.select(count()).select_from(Chunk).where(in_chunks)),
+                importance_set=scalar(
+                    sa.select(count()).where(Chunk.importance.is_not(None), in_chunks)
+                ),
+                tagged_chunks=scalar(sa.select(count(sa.distinct(tags.c.chunk_id)))),
+                distinct_tags=scalar(sa.select(count(sa.distinct(tags.c.tag)))),
                 top_tags=[(str(t), int(n)) for t, n in top],
                 access_buckets={
                     label: int(access[i] or 0) for i, (label, _lo, _hi) in enumerate(access_buckets)
@@ -119,8 +136,10 @@ class ReportQueries(StoreBase):
 
     def repeated_documents(self) -> list[DocumentRow]:
         """Documents sharing a normalised content hash, by hash, then oldest first."""
+        in_docs = self.readable(Document.space)
         repeated = (
             sa.select(Document.normalized_hash)
+            .where(in_docs)
             .group_by(Document.normalized_hash)
             .having(sa.func.count() > 1)
         )
@@ -129,7 +148,7 @@ class ReportQueries(StoreBase):
                 sa.select(
                     Document.normalized_hash, Document.doc_id, Document.source, Document.title
                 )
-                .where(Document.normalized_hash.in_(repeated))
+                .where(Document.normalized_hash.in_(repeated), in_docs)
                 .order_by(Document.normalized_hash, Document.created_at, Document.doc_id)
             ).all()
         return [DocumentRow(str(h), str(d), str(s), str(t)) for h, d, s, t in rows]
@@ -141,7 +160,9 @@ class ReportQueries(StoreBase):
             for start in range(0, len(ids), BATCH):
                 batch = list(ids[start : start + BATCH])
                 for cid, doc_id, sha in c.execute(
-                    sa.select(Chunk.id, Chunk.doc_id, Chunk.content_sha).where(Chunk.id.in_(batch))
+                    sa.select(Chunk.id, Chunk.doc_id, Chunk.content_sha).where(
+                        Chunk.id.in_(batch), self.readable(Chunk.space)
+                    )
                 ):
                     out[int(cid)] = (str(doc_id), str(sha))
         return out
@@ -149,12 +170,17 @@ class ReportQueries(StoreBase):
     def chunk_positions(self) -> dict[int, tuple[str, int]]:
         """chunk id -> (doc_id, chunk_index) for every live chunk."""
         with self.conn() as c:
-            rows = c.execute(sa.select(Chunk.id, Chunk.doc_id, Chunk.chunk_index))
+            rows = c.execute(
+                sa.select(Chunk.id, Chunk.doc_id, Chunk.chunk_index).where(
+                    self.readable(Chunk.space)
+                )
+            )
             return {int(i): (str(d), int(n)) for i, d, n in rows}
 
     def document_ids(self) -> set[str]:
         with self.conn() as c:
-            return {str(d) for d in c.execute(sa.select(Document.doc_id)).scalars()}
+            stmt = sa.select(Document.doc_id).where(self.readable(Document.space))
+            return {str(d) for d in c.execute(stmt).scalars()}
 
     def iter_content_vectors(self, model_id: str) -> Iterator[tuple[str, bytes]]:
         """(chunk text, vector blob) of every chunk with a vector of ``model_id``."""

@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from memory_pipeline.spaces import DEFAULT_SPACE
+
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
     """Timezone-aware UTC timestamps on every backend (SQLite stores them naive)."""
@@ -69,6 +71,8 @@ class Document(Base):
     __tablename__ = "documents"
 
     doc_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # The memory space it belongs to (see memory_pipeline/spaces.py).
+    space: Mapped[str] = mapped_column(String(64), index=True, server_default=DEFAULT_SPACE)
     source: Mapped[str] = mapped_column(Text, index=True)
     title: Mapped[str] = mapped_column(Text)
     fmt: Mapped[str] = mapped_column(String(16))
@@ -95,6 +99,8 @@ class Chunk(Base):
         String(64), ForeignKey("documents.doc_id", ondelete="CASCADE"), index=True
     )
     chunk_index: Mapped[int] = mapped_column(Integer)
+    # Its document's space, kept on the chunk so that every filter is one index away.
+    space: Mapped[str] = mapped_column(String(64), index=True, server_default=DEFAULT_SPACE)
     content: Mapped[str] = mapped_column(Text)
     content_sha: Mapped[str] = mapped_column(String(64), index=True)
     token_count: Mapped[int] = mapped_column(Integer)

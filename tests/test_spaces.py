@@ -1,0 +1,218 @@
+"""Memory spaces, enforced by the store: one memory, several projects, no leaks.
+
+Two systems share one database and one index folder, each bound to its own space
+(as two MCP servers would be); what one stores the other cannot see, find, change or
+delete, and its ids behave like ids that were never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.spaces import Spaces, check_space
+from memory_pipeline.system import MemorySystem
+from memory_pipeline.types import SearchFilters
+from tests.conftest import make_settings
+
+A_NOTES = {
+    "a-harbour": "The harbour lanterns are lit at dusk by the night keeper.",
+    "a-ledger": "Project A keeps its release ledger in the shared drive.",
+}
+B_NOTES = {
+    "b-secret": "Project B's private note: the lanterns budget is confidential.",
+    "b-plan": "Project B plans a harbour survey next spring.",
+}
+
+
+@pytest.fixture
+def pair(tmp_path: Path, db_url: str) -> Iterator[tuple[MemorySystem, MemorySystem]]:
+    """Two systems over one database (SQLite and PostgreSQL) and one index folder."""
+    settings = make_settings(tmp_path, database_url=db_url)
+    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    for title, text in A_NOTES.items():
+        a.ingest_text(text, title, {"tags": ["team-a"]})
+    for title, text in B_NOTES.items():
+        b.ingest_text(text, title, {"tags": ["team-b"]})
+    a.update_index()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _ids(system: MemorySystem, title: str) -> str:
+    [hit] = [h for h in system.query(title, top_k=10, record_access=False).hits if h.title == title]
+    return hit.doc_id
+
+
+def test_search_returns_only_the_bound_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
+    a, b = pair
+    for query in ("lanterns harbour", "Project B private budget", "survey spring"):
+        titles = {h.title for h in a.query(query, top_k=10, record_access=False).hits}
+        assert titles <= set(A_NOTES), query
+        assert {h.title for h in b.query(query, top_k=10, record_access=False).hits} <= set(B_NOTES)
+
+
+def test_ids_of_another_space_behave_like_missing_ids(
+    pair: tuple[MemorySystem, MemorySystem],
+) -> None:
+    a, b = pair
+    secret = _ids(b, "b-secret")
+    missing = "0" * 32
+
+    def message(call, doc_id: str) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(NotFoundError) as info:
+            call(doc_id)
+        return str(info.value).replace(doc_id, "<id>")
+
+    for call in (
+        a.get_document_chunks,
+        a.delete_document,
+        lambda d: a.set_chunk_tags(d, 0, importance=0.1),
+    ):
+        assert message(call, secret) == message(call, missing)
+    # Nothing of B changed.
+    chunks = b.get_document_chunks(secret)
+    assert len(chunks) == 1 and chunks[0].importance is None
+    assert a.find_by_tag("team-b") == [] and len(b.find_by_tag("team-b")) == 2
+    # Filters that name B's ids find nothing either.
+    named = a.query("lanterns", top_k=10, filters=SearchFilters(doc_ids=[secret]))
+    assert named.hits == []
+
+
+def test_counts_are_per_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
+    a, b = pair
+    assert a.counts() == {"documents": 2, "chunks": 2} == b.counts()
+    stats = a.system_stats()
+    assert stats.documents == 2 and dict(stats.top_tags) == {"team-a": 2}
+
+
+def test_the_same_file_is_stored_per_space_and_embedded_once(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    note = tmp_path / "shared-note.md"
+    note.write_text("# Shared\n\nA principle both projects keep.\n\n" + "More text. " * 80)
+    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    try:
+        [first] = a.ingest([note])
+        [second] = b.ingest([note])
+        assert first.doc_id != second.doc_id
+        assert first.embedded == first.chunks > 1
+        assert second.embedded == 0 and second.reused_vectors == second.chunks
+        a.delete_document(first.doc_id)
+        assert len(b.get_document_chunks(second.doc_id)) == second.chunks
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_space_may_read_another_but_not_change_it(tmp_path: Path, db_url: str) -> None:
+    settings = make_settings(tmp_path, database_url=db_url)
+    shared = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("shared"))
+    reader = MemorySystem(
+        settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a", ["shared"])
+    )
+    other = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    try:
+        doc = shared.ingest_text("Principle: publish the index atomically.", "principle").doc_id
+        hits = reader.query("publish index atomically", top_k=5, record_access=False).hits
+        assert [h.doc_id for h in hits] == [doc]
+        assert other.query("publish index atomically", top_k=5).hits == []
+        with pytest.raises(InvalidInputError, match="reads but does not write"):
+            reader.delete_document(doc)
+        with pytest.raises(InvalidInputError, match="reads but does not write"):
+            reader.set_chunk_tags(doc, 0, importance=0.9)
+        assert len(shared.get_document_chunks(doc)) == 1
+    finally:
+        for system in (shared, reader, other):
+            system.close()
+
+
+def test_filters_apply_before_the_cut_per_space(tmp_path: Path) -> None:
+    """B holds 99% of the chunks; A's top-10 equals that of a memory holding A alone."""
+    topics = ["harbour", "lantern", "ledger", "survey", "budget", "release", "keeper", "tide"]
+    a_texts = [f"{topics[i % 8]} note {i} about {topics[(i * 3) % 8]} work" for i in range(20)]
+    b_texts = [f"{topics[i % 8]} entry {i} on {topics[(i * 5) % 8]} matters" for i in range(1980)]
+    shared = MemorySystem(
+        make_settings(tmp_path / "shared"),
+        embedder=HashingEmbedder(),
+        spaces=Spaces.bound("project-a"),
+    )
+    alone = MemorySystem(make_settings(tmp_path / "alone"), embedder=HashingEmbedder())
+    b = MemorySystem(
+        make_settings(tmp_path / "shared"),
+        embedder=HashingEmbedder(),
+        spaces=Spaces.bound("project-b"),
+    )
+    try:
+        for i, text in enumerate(a_texts):
+            shared.ingest_text(text, f"a{i}")
+            alone.ingest_text(text, f"a{i}")
+        b.ingest_loaded([_text(t, f"b{i}") for i, t in enumerate(b_texts)], update_index=False)
+        shared.update_index()
+        alone.update_index()
+        for query in topics:
+            got = [h.content for h in shared.query(query, top_k=10, record_access=False).hits]
+            want = [h.content for h in alone.query(query, top_k=10, record_access=False).hits]
+            assert len(got) == 10 and got == want, query
+    finally:
+        for system in (shared, alone, b):
+            system.close()
+
+
+def _text(text: str, title: str):  # type: ignore[no-untyped-def]
+    from memory_pipeline.ingest.loaders import load_text
+
+    return load_text(text, title)
+
+
+@pytest.mark.parametrize("name", ["", "Project", "a b", "-lead", "x" * 65, "naïve", None])
+def test_a_bad_space_name_is_refused(name: object) -> None:
+    with pytest.raises(InvalidInputError, match="space name"):
+        check_space(name)
+
+
+def test_a_database_from_before_spaces_keeps_every_search_result(
+    tmp_path: Path, db_url: str
+) -> None:
+    """A memory made at revision 0003 (no spaces) is migrated on open: everything lands
+    in ``default``, the ids stay, and every search returns what it returned before."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from memory_pipeline.store import engine as store_engine
+
+    settings = make_settings(tmp_path, database_url=db_url)
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    for title, text in {**A_NOTES, **B_NOTES}.items():
+        system.ingest_text(text, title, {"tags": ["t"]})
+    system.update_index()
+    queries = ["lanterns harbour", "Project B budget", "release ledger", "survey"]
+    before = {q: system.query(q, top_k=10, record_access=False).hits for q in queries}
+    system.close()
+
+    cfg = store_engine._alembic_config()
+    old = sa.create_engine(settings.url)
+    with old.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    with old.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("documents")}
+    old.dispose()
+    assert "space" not in columns  # the shape of a database made before spaces
+
+    again = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        after = {q: again.query(q, top_k=10, record_access=False).hits for q in queries}
+        for q in queries:
+            assert [(h.chunk_id, h.doc_id, h.score) for h in after[q]] == [
+                (h.chunk_id, h.doc_id, h.score) for h in before[q]
+            ], q
+        assert again.find_by_tag("t") and again.counts()["documents"] == 4
+    finally:
+        again.close()
