@@ -54,6 +54,11 @@ class Spaces:
     def reads(self, space: str) -> bool:
         return self.read is None or space in self.read
 
+    def may_write(self, space: str) -> bool:
+        """Changes (forgetting, restoring) may touch ``space``: the one written to, or any
+        for an all-spaces binding."""
+        return self.read is None or space == self.write
+
     def describe(self) -> str:
         if self.read is None:
             return "every space"

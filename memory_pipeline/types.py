@@ -23,6 +23,7 @@ class ChunkRecord:
     last_accessed_at: dt.datetime | None
     created_at: dt.datetime
     source_date: dt.date | None
+    space: str = "default"  # the memory space it belongs to (memory_pipeline/spaces.py)
 
 
 @dataclass(frozen=True)

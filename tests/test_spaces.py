@@ -216,3 +216,34 @@ def test_a_database_from_before_spaces_keeps_every_search_result(
         assert again.find_by_tag("t") and again.counts()["documents"] == 4
     finally:
         again.close()
+
+
+def test_reports_of_one_space_see_only_that_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
+    a, b = pair
+    # The same note in both spaces is a duplicate in neither.
+    a.ingest_text("An identical note, stored by both projects.", "twin")
+    b.ingest_text("An identical note, stored by both projects.", "twin")
+    a.update_index()
+    report = a.duplicate_audit(threshold=0.99)
+    assert report.document_groups == []
+    visible = a.store.document_ids()
+    assert len(visible) == 3
+    assert all(p.doc_a in visible and p.doc_b in visible for p in report.chunk_pairs)
+    forgetting = a.run_forgetting_batch(dry_run=True, score_threshold=1.0)
+    assert forgetting.live_chunks == 3  # A's three chunks, not B's
+    assert a.index_health().healthy
+
+
+def test_forgetting_and_restoring_stay_in_their_space(
+    pair: tuple[MemorySystem, MemorySystem],
+) -> None:
+    a, b = pair
+    report = a.run_forgetting_batch(dry_run=False, score_threshold=1.0, max_fraction=1.0)
+    assert report.archived == 2 and b.counts()["chunks"] == 2 and a.counts()["chunks"] == 0
+    assert report.run_id is not None
+    with pytest.raises(NotFoundError):
+        b.restore_archived(run_id=report.run_id)
+    restored = a.restore_archived(run_id=report.run_id)
+    assert restored.restored == 2
+    assert a.counts()["chunks"] == 2 and b.counts()["chunks"] == 2
+    assert {h.title for h in a.query("lanterns ledger", top_k=10).hits} <= set(A_NOTES)

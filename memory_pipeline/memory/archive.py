@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 
 from memory_pipeline.durable import fsync_dir
+from memory_pipeline.spaces import DEFAULT_SPACE
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.forgetting import RUN_ARCHIVED, RUN_PENDING
 from memory_pipeline.types import ChunkRecord, DocumentInfo
@@ -70,6 +71,7 @@ def chunk_line(
         "score": score,
         "chunk_id": chunk.id,
         "doc_id": chunk.doc_id,
+        "space": chunk.space,
         "chunk_index": chunk.chunk_index,
         "content": chunk.content,
         "token_count": chunk.token_count,
@@ -109,9 +111,15 @@ def _datetime(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value) if value else None
 
 
-def document_row(doc_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+def record_space(r: dict[str, Any]) -> str:
+    """The space an archived chunk came from (records written before spaces: default)."""
+    return str(r.get("space") or DEFAULT_SPACE)
+
+
+def document_row(doc_id: str, doc: dict[str, Any], space: str) -> dict[str, Any]:
     return {
         "doc_id": doc_id,
+        "space": space,
         **{k: doc[k] for k in ("source", "title", "fmt", "content_hash", "normalized_hash")},
         "byte_size": int(doc["byte_size"]),
         "knowledge_type": doc.get("knowledge_type"),
@@ -126,6 +134,7 @@ def document_row(doc_id: str, doc: dict[str, Any]) -> dict[str, Any]:
 def chunk_row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "doc_id": r["doc_id"],
+        "space": record_space(r),
         "chunk_index": int(r["chunk_index"]),
         "content": r["content"],
         "content_sha": content_sha(r["content"]),

@@ -211,7 +211,8 @@ def check_vectors(ctx: _Context) -> list[HealthFinding]:
     wrong: list[int] = []
     nonfinite: list[int] = []
     off_norm: list[int] = []
-    for rows in ctx.store.iter_vector_rows(ctx.model_id, _VECTOR_BATCH):
+    # The index serves every space: its health is checked against every chunk.
+    for rows in ctx.store.iter_vector_rows(ctx.model_id, _VECTOR_BATCH, every_space=True):
         good = [r for r in rows if r[1] == dim and len(r[2]) == 4 * (dim or 0)]
         wrong.extend(int(r[0]) for r in rows if r[1] != dim or len(r[2]) != 4 * (dim or 0))
         if not good:

@@ -25,6 +25,7 @@ from memory_pipeline.memory.archive import (
     chunk_row,
     decode_vector,
     document_row,
+    record_space,
 )
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.forgetting import RestoredChunk
@@ -172,7 +173,8 @@ def restore_archived(
     chosen: dict[tuple[str, int], dict[str, Any]] = {}
     superseded: list[dict[str, Any]] = []
     for record in archived_records(store, archive_path):
-        if matches(record):
+        # Chunks of a space this memory may not write do not exist for it.
+        if matches(record) and store.spaces.may_write(record_space(record)):
             position = (record["doc_id"], int(record["chunk_index"]))
             if position in chosen:  # archived, restored elsewhere, archived again: latest wins
                 superseded.append(chosen[position])
@@ -197,7 +199,7 @@ def restore_archived(
         vectors, report.reused_vectors, report.reembedded = _vectors(store, embedder, todo)
         items = [
             RestoredChunk(
-                document_row(r["doc_id"], r["document"]),
+                document_row(r["doc_id"], r["document"], record_space(r)),
                 chunk_row(r),
                 tuple(r["tags"]),
                 archive_key(r["run_id"], r["chunk_id"]),

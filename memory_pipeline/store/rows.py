@@ -73,6 +73,7 @@ def chunk_record(row: Any, tags: tuple[str, ...]) -> ChunkRecord:
         last_accessed_at=row.last_accessed_at,
         created_at=row.created_at,
         source_date=row.source_date,
+        space=row.space,
     )
 
 

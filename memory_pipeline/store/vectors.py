@@ -31,19 +31,27 @@ class VectorQueries(StoreBase):
             )
 
     def iter_vector_rows(
-        self, model_id: str, batch_size: int = 20_000
+        self, model_id: str, batch_size: int = 20_000, *, every_space: bool = False
     ) -> Iterator[list[tuple[int, int, bytes]]]:
-        """Raw (chunk_id, dim, blob) rows of one model in keyset batches.
+        """Raw (chunk_id, dim, blob) rows of one model in keyset batches, of the chunks
+        this store reads (``every_space``: of every chunk, for the index's health check,
+        whose index serves every space).
 
         Not ``iter_vectors``: that reshapes a batch to one width and so fails (or
         silently misreads) exactly the malformed rows a health check must single out.
         """
         last = -1
+        stmt = sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector).where(
+            Embedding.model_id == model_id
+        )
+        if not every_space:
+            stmt = stmt.join(Chunk, Chunk.id == Embedding.chunk_id).where(
+                self.readable(Chunk.space)
+            )
         while True:
             with self.conn() as c:
                 rows = c.execute(
-                    sa.select(Embedding.chunk_id, Embedding.dim, Embedding.vector)
-                    .where(Embedding.model_id == model_id, Embedding.chunk_id > last)
+                    stmt.where(Embedding.chunk_id > last)
                     .order_by(Embedding.chunk_id)
                     .limit(batch_size)
                 ).all()
