@@ -32,6 +32,7 @@ from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchParams
+from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
 from memory_pipeline.store.engine import sqlite_url
 
 
@@ -191,6 +192,10 @@ class Settings(BaseSettings):
     database_url: str | None = _var("DATABASE_URL", repr=False)  # may hold a password
     index_path: Path = _var("INDEX_PATH", Path("indices"))
     archive_path: Path = _var("ARCHIVE_PATH", Path("archive"))
+    # The memory space this process writes to, and the others it may also read
+    # (memory_pipeline/spaces.py); bound at the entry point, never widened by a caller.
+    space: str = _var("SPACE", DEFAULT_SPACE)
+    read_spaces: tuple[str, ...] = _var("READ_SPACES", ())
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
@@ -244,6 +249,23 @@ class Settings(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             raise _invalid(exc) from None
+
+    @field_validator("space", mode="before")
+    @classmethod
+    def _space(cls, value: Any) -> Any:
+        return _checked_space("space", value)
+
+    @field_validator("read_spaces", mode="before")
+    @classmethod
+    def _read_spaces(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [s.strip() for s in value.split(",") if s.strip()]
+        return tuple(_checked_space("read_spaces", s) for s in value)
+
+    def spaces(self) -> Spaces:
+        """The binding these settings give a memory: write ``space``, read it and
+        ``read_spaces``."""
+        return Spaces.bound(self.space, self.read_spaces)
 
     @property
     def url(self) -> str:
@@ -342,7 +364,12 @@ def _get(settings: Settings, section: str, name: str) -> Any:
 def _stripped(name: str) -> bool:
     """Numbers and switches are read with surrounding blanks removed (not paths or names)."""
     annotation = _FIELDS[name][1].annotation
-    return annotation in (int, float, bool) or name in {"fusion", "guaranteed_types"}
+    return annotation in (int, float, bool) or name in {
+        "fusion",
+        "guaranteed_types",
+        "space",
+        "read_spaces",
+    }
 
 
 def _render(value: Any) -> str:
@@ -351,6 +378,13 @@ def _render(value: Any) -> str:
     if isinstance(value, tuple):
         return ",".join(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _checked_space(field: str, value: Any) -> Any:
+    try:
+        return check_space(value)
+    except InvalidInputError as exc:
+        raise _Refused(field, f"{field}: {exc}") from None
 
 
 def _parse_half_lives(raw: str) -> tuple[tuple[str, float | None], ...]:

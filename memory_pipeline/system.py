@@ -128,9 +128,9 @@ class MemorySystem:
         spaces: Spaces | None = None,
     ) -> None:
         """``spaces`` binds the memory to the space it writes and those it reads (default:
-        the ``default`` space); the store applies it to every query."""
+        what the settings say); the store applies it to every query."""
         self.settings = settings
-        self.spaces = spaces or Spaces()
+        self.spaces = spaces or settings.spaces()
         settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url, spaces=self.spaces)
         self.embedder: Embedder = embedder or embedder_for(settings)

@@ -43,6 +43,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     p.add_argument("--model", help="embedding model (overrides HYBRID_RAG_EMBEDDING_MODEL)")
     p.add_argument(
+        "--space",
+        help="the memory space every tool writes to and searches (overrides HYBRID_RAG_SPACE; "
+        "no tool argument can change it)",
+    )
+    p.add_argument(
+        "--read-space",
+        action="append",
+        metavar="SPACE",
+        help="another space the tools may read, e.g. shared (repeatable; overrides "
+        "HYBRID_RAG_READ_SPACES)",
+    )
+    p.add_argument(
         "--model-load",
         choices=[p.value for p in LoadPolicy],
         default=os.environ.get(LOAD_ENV_VAR) or DEFAULT_POLICY.value,
@@ -96,9 +108,12 @@ def client_gone(exc: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        settings = Settings.from_env()
-        if args.model:
-            settings = settings.replace(model=args.model)
+        flags = {
+            "model": args.model,
+            "space": args.space,
+            "read_spaces": tuple(args.read_space) if args.read_space else None,
+        }
+        settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v})
     except MemoryError_ as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
@@ -133,7 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError_ as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
-    log.info("store %s, index %s, ingest roots %s", settings.url, settings.index_path, roots)
+    log.info(
+        "store %s, index %s, ingest roots %s, %s",
+        settings.url,
+        settings.index_path,
+        roots,
+        system.spaces.describe(),
+    )
     # Started once serving: by then the transport has diverted stdout away from the protocol.
     on_start = (lambda: start_background(system)) if policy is LoadPolicy.BACKGROUND else None
     server = build_server(

@@ -25,6 +25,8 @@ CUSTOM = Settings(
     index_path=Path("/data/memory/custom-indices"),
     archive_path=Path("/data/memory/custom-archive"),
     database_url="postgresql+psycopg:///custom?host=/var/run/postgresql",
+    space="project-a",
+    read_spaces=("shared", "docs"),
     model="hashing",
     model_cache=Path("/data/models"),
     reranker="/data/models/cross-encoder",

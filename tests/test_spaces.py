@@ -247,3 +247,49 @@ def test_forgetting_and_restoring_stay_in_their_space(
     assert restored.restored == 2
     assert a.counts()["chunks"] == 2 and b.counts()["chunks"] == 2
     assert {h.title for h in a.query("lanterns ledger", top_k=10).hits} <= set(A_NOTES)
+
+
+def test_the_cli_acts_in_its_space_and_all_spaces_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from memory_pipeline.cli.main import main
+
+    storage = [
+        "--db",
+        str(tmp_path / "m.db"),
+        "--index",
+        str(tmp_path / "idx"),
+        "--model",
+        "hashing",
+    ]
+    notes = {}
+    for name, text in {
+        "a.md": "# A\n\nharbour lanterns at dusk",
+        "b.md": "# B\n\n" + B_NOTES["b-secret"],
+    }.items():
+        (tmp_path / name).write_text(text)
+        notes[name] = tmp_path / name
+
+    def run(*args: str) -> tuple[int, str]:
+        code = main([*args[:1], *storage, *args[1:]])
+        out, _err = capsys.readouterr()
+        return code, out
+
+    assert run("ingest", "--space", "project-a", str(notes["a.md"]))[0] == 0
+    assert run("ingest", "--space", "project-b", str(notes["b.md"]))[0] == 0
+    code, out = run("search", "--space", "project-a", "--json", "confidential lanterns budget")
+    hits = [h["content"] for h in json.loads(out)["hits"]]
+    assert code == 0 and len(hits) == 1 and "harbour" in hits[0]
+    code, out = run("stats", "--space", "project-a", "--json")
+    assert json.loads(out)["documents"] == 1
+    code, out = run("stats", "--space", "project-a", "--all-spaces", "--json")
+    assert json.loads(out)["documents"] == 2
+    code, out = run("forget", "--space", "project-a", "--score-threshold", "1", "--json")
+    assert json.loads(out)["live_chunks"] == 1
+    code, out = run("search", "--space", "project-a", "--read-space", "project-b", "--json", "x")
+    hits = [h["content"] for h in json.loads(out)["hits"]]
+    assert any("confidential" in h for h in hits)  # reading B is a binding the operator states
+    code, out = run("stats", "--space", "Not A Space")
+    assert code != 0

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from memory_pipeline.cli.flags import add_all_spaces
 from memory_pipeline.config import variable
 from memory_pipeline.memory.forgetting import (
     DEFAULT_MAX_FRACTION,
@@ -123,6 +124,7 @@ def register(
         f"{variable('max_fraction')}, {DEFAULT_MAX_FRACTION} unless set)",
     )
     p.add_argument("--force", action="store_true", help="archive even above --max-fraction")
+    add_all_spaces(p, "score (and with --apply, archive) the chunks of")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_forget, apply=False)
 

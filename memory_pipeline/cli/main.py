@@ -20,6 +20,7 @@ from memory_pipeline.errors import MemoryError_
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K
+from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import SearchFilters
 
 SAMPLE_QUERIES = (
@@ -34,6 +35,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         "index_path": Path(args.index) if args.index else None,
         "database_url": args.database_url,
         "model": args.model,
+        "space": args.space,
+        "read_spaces": tuple(args.read_space) if args.read_space else None,
     }
     # Only what the caller set on the command line; the rest is the environment's.
     return Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
@@ -43,7 +46,8 @@ def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from memory_pipeline.system import MemorySystem
 
     settings = _settings(args)
-    return MemorySystem(settings)
+    everything = Spaces.everything() if getattr(args, "all_spaces", False) else None
+    return MemorySystem(settings, spaces=everything)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -190,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         help="embedding model name or path (default: multilingual-e5-small; "
         "'hashing' for a fast non-semantic test embedder)",
+    )
+    common.add_argument(
+        "--space",
+        help="memory space to write to and search (default: HYBRID_RAG_SPACE, else 'default')",
+    )
+    common.add_argument(
+        "--read-space",
+        action="append",
+        metavar="SPACE",
+        help="another space to read as well, e.g. shared (repeatable; default: "
+        "HYBRID_RAG_READ_SPACES)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from memory_pipeline.cli.flags import add_all_spaces
 from memory_pipeline.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def register(
 
     p = sub.add_parser("stats", parents=parents, help="counts, coverage, access, index and models")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_all_spaces(p, "count")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser(
@@ -122,6 +124,7 @@ def register(
         parents=parents,
         help="identical documents and near-identical chunk pairs (reports only, never deletes)",
     )
+    add_all_spaces(p, "compare across")
     p.add_argument(
         "--threshold",
         type=_unit_interval,
