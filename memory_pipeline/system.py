@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from sqlalchemy.exc import IntegrityError
@@ -152,6 +153,20 @@ class MemorySystem:
 
     def close(self) -> None:
         self.store.close()
+
+    def in_space(self, space: str) -> Self:
+        """This memory writing to (and reading) ``space`` alone: the same database, index
+        and models. For a caller that routes by space itself (a sources root that names
+        its space); it shares this memory's connections, so close this one, not it."""
+        if self.spaces == Spaces.bound(space):
+            return self
+        other = copy.copy(self)
+        other.spaces = Spaces.bound(space)
+        other.store = self.store.in_space(space)
+        other.searcher = HybridSearcher(
+            other.store, self.reader, self.embedder, self.reranker, self.reranker_status
+        )
+        return other
 
     # ------------------------------------------------------------------ ingest
     def ingest(

@@ -293,3 +293,54 @@ def test_the_cli_acts_in_its_space_and_all_spaces_only_when_asked(
     assert any("confidential" in h for h in hits)  # reading B is a binding the operator states
     code, out = run("stats", "--space", "Not A Space")
     assert code != 0
+
+
+def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
+    from memory_pipeline.sources import sync
+    from memory_pipeline.sources.config import load_sources
+    from memory_pipeline.sources.ledger import open_ledger
+
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "principles").mkdir()
+    (tmp_path / "notes" / "n.md").write_text("# Note\n\nproject lantern schedule")
+    (tmp_path / "principles" / "p.md").write_text("# Principle\n\npublish the index atomically")
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(
+        "roots:\n  - path: notes\n  - path: principles\n    space: shared\n"
+        "    knowledge_type: principle\n"
+    )
+    cfg = load_sources(sources)
+    memory = MemorySystem(
+        make_settings(tmp_path), embedder=HashingEmbedder(), spaces=Spaces.bound("project-a")
+    )
+    shared = MemorySystem(
+        make_settings(tmp_path), embedder=HashingEmbedder(), spaces=Spaces.bound("shared")
+    )
+    try:
+        with open_ledger(cfg.state_path) as ledger:
+            plan = sync.plan_sync(memory.store, cfg, ledger)
+            assert sorted(Path(p).name for p in plan.ingest) == ["n.md", "p.md"]
+            report = sync.apply_sync(memory, cfg, plan, ledger)
+            assert not report.failed and report.documents_added == 2
+            # Level-based: nothing is left to ingest once each file is in its root's space.
+            assert sync.plan_sync(memory.store, cfg, ledger).ingest == []
+        assert memory.counts()["documents"] == 1 and shared.counts()["documents"] == 1
+        assert [h.title for h in shared.query("publish atomically", top_k=5).hits] == ["Principle"]
+        (tmp_path / "principles" / "p.md").unlink()
+        with open_ledger(cfg.state_path) as ledger:
+            plan = sync.plan_sync(memory.store, cfg, ledger)
+            sync.apply_sync(memory, cfg, plan, ledger)
+        assert shared.counts()["documents"] == 0 and memory.counts()["documents"] == 1
+    finally:
+        memory.close()
+        shared.close()
+
+
+def test_a_bad_space_in_the_sources_file_is_named(tmp_path: Path) -> None:
+    from memory_pipeline.sources.config import load_sources
+
+    (tmp_path / "notes").mkdir()
+    sources = tmp_path / "sources.yaml"
+    sources.write_text("roots:\n  - path: notes\n    space: Shared Notes\n")
+    with pytest.raises(InvalidInputError, match=r"roots\.0\.space"):
+        load_sources(sources)

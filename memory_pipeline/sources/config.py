@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.spaces import check_space
 
 DEFAULT_STATE_NAME = "sources-state.json"
 
@@ -78,6 +79,13 @@ class RootSpec(BaseModel):
     knowledge_type: KnowledgeType | None = None
     importance: float | None = Field(default=None, ge=0.0, le=1.0)
     tags: list[str] = Field(default_factory=list)
+    # The memory space its files go to (default: the space the pipeline is bound to).
+    space: str | None = None
+
+    @field_validator("space")
+    @classmethod
+    def _space(cls, value: str | None) -> str | None:
+        return None if value is None else check_space(value)
 
     @field_validator("tags")
     @classmethod
@@ -130,6 +138,7 @@ class SourceRoot:
     knowledge_type: KnowledgeType | None
     importance: float | None
     tags: tuple[str, ...]
+    space: str | None = None  # None: the space the memory is bound to
 
     @cached_property
     def _include(self) -> tuple[re.Pattern[str], ...]:
@@ -216,6 +225,7 @@ def load_sources(path: str | Path) -> SourcesConfig:
                 knowledge_type=r.knowledge_type or DEFAULT_KNOWLEDGE_TYPE[r.kind],
                 importance=r.importance,
                 tags=tuple(r.tags),
+                space=r.space,
             )
         )
     state = absolute(base / spec.state) if spec.state else base / DEFAULT_STATE_NAME

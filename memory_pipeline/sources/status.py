@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
@@ -41,6 +41,10 @@ class StoreView(Protocol):
 
     @property
     def spaces(self) -> Spaces: ...
+
+    def in_space(self, space: str) -> Self:
+        """The same store bound to write (and read) ``space``."""
+        ...
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]: ...
 
@@ -143,6 +147,9 @@ def plural(n: int, word: str = "conversation") -> str:
 
 
 def file_status(store: StoreView, sf: SourceFile, ledger: Ledger) -> FileStatus:
+    if sf.root.space is not None:  # the root's files live in a space of their own
+        store = store.in_space(sf.root.space)
+
     def status(state: FileState, reason: str = "", documents: int = 0) -> FileStatus:
         return FileStatus(sf.path, sf.root.name, sf.root.kind, state, reason, documents)
 

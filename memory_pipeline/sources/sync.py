@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, TypeVar
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import InvalidInputError
@@ -59,6 +59,22 @@ class SyncTarget(Protocol):
     ) -> list[IngestResult]: ...
 
     def delete_document(self, doc_id: str) -> int: ...
+
+    def in_space(self, space: str) -> Self:
+        """The same memory, writing to ``space``."""
+        ...
+
+
+class _Spaced(Protocol):
+    def in_space(self, space: str) -> Self: ...
+
+
+_S = TypeVar("_S", bound=_Spaced)
+
+
+def _for_root(target: _S, root: SourceRoot | None) -> _S:
+    """Where a root's files go: its own space when it names one."""
+    return target.in_space(root.space) if root is not None and root.space else target
 
 
 @dataclass
@@ -146,7 +162,9 @@ def plan_sync(
         path = absolute(raw)
         if path.is_file():
             (plan.ingest if config.root_for(path) else plan.ignored).append(str(path))
-        elif ledger.get(path) or store.documents_by_source(source_key(path)):
+        elif ledger.get(path) or _for_root(store, config.root_for(path)).documents_by_source(
+            source_key(path)
+        ):
             plan.delete.append(str(path))
         else:
             plan.ignored.append(str(path))
@@ -267,8 +285,9 @@ def apply_sync(
         if path.exists():  # re-created since the plan was made: leave it to the next sync
             continue
         entry = ledger.get(path)
+        where = _for_root(target, config.root_for(path))
         for source in entry.sources if entry and entry.sources else [source_key(path)]:
-            _delete_source(target, source, report)
+            _delete_source(where, source, report)
         ledger.forget(path)
         report.files_deleted.append(raw)
     for raw in plan.ingest:
@@ -277,8 +296,8 @@ def apply_sync(
         if root is None or not path.is_file():
             continue
         if root.kind is SourceKind.FILES:
-            _ingest_file(target, root, path, ledger, report)
+            _ingest_file(_for_root(target, root), root, path, ledger, report)
         else:
-            _ingest_conversations(target, root, path, ledger, report)
+            _ingest_conversations(_for_root(target, root), root, path, ledger, report)
     report.seconds = time.perf_counter() - started
     return report

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -29,6 +30,14 @@ class StoreBase:
         self.engine = create_engine(url)
         self._writer = writer(self.engine)
         migrate(self.engine)
+
+    def in_space(self, space: str) -> Self:
+        """This store (the same engine) bound to write and read ``space`` alone."""
+        if self.spaces == Spaces.bound(space):
+            return self
+        other = copy.copy(self)
+        other.spaces = Spaces.bound(space)
+        return other
 
     def readable(self, column: Any) -> Any:
         """``column`` (a space column) is one this store reads."""
