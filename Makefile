@@ -53,6 +53,7 @@ fast-test: install
 bench: install  ## index, query, forgetting costs at 10k and 100k chunks (takes minutes)
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_forgetting.py
+	$(PY) bench/bench_spaces.py
 
 clean:
 	rm -rf $(DATA) .pytest_cache .mypy_cache .ruff_cache

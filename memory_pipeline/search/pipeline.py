@@ -69,8 +69,11 @@ class HybridSearcher:
         with timer.stage("filters"):
             # Filters first, and the store's spaces with them: when the memory holds
             # chunks this store does not read, every retriever is restricted before its cut.
-            scoped = self.store.other_spaces_hold_chunks()
-            allowed = None if filters.is_empty() and not scoped else self.store.filter_ids(filters)
+            allowed: np.ndarray | None = (
+                self.store.space_restriction()
+                if filters.is_empty()
+                else self.store.filter_ids(filters)  # within the store's spaces already
+            )
         run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
 
         self._retrieve(run)

@@ -7,6 +7,8 @@ the index returns that are no longer live in the store are dropped and counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
@@ -30,11 +32,20 @@ class Retriever:
         """Dense and sparse top-N (filters first), the unindexed delta, then fusion."""
         p, version = run.params, run.version
         if version is not None:
+            held = version.manifest.n_dense
             with run.timer.stage("dense"):
-                run.dense = version.dense.search(run.qvec, p.top_n, allowed=run.allowed)
+                run.dense = _within(
+                    lambda n, ids: version.dense.search(run.qvec, n, allowed=ids),
+                    run.allowed,
+                    p.top_n,
+                    held,
+                )
             with run.timer.stage("sparse"):
-                run.sparse = version.sparse.search(
-                    run.tokens, p.top_n, allowed_ids=_as_set(run.allowed)
+                run.sparse = _within(
+                    lambda n, ids: version.sparse.search(run.tokens, n, allowed_ids=_as_set(ids)),
+                    run.allowed,
+                    p.top_n,
+                    version.sparse.num_docs,
                 )
         with run.timer.stage("unindexed"):
             extra_dense, extra_sparse, n_extra = self._unindexed(
@@ -148,6 +159,39 @@ class Retriever:
                 seen_text.add(key)
                 out[cid] = rec
         return out
+
+
+# Above this share of the index, a restricted search first tries the unrestricted one.
+_OVERFETCH_SHARE = 0.2
+
+
+def _within(
+    search: Callable[[int, np.ndarray | None], Ranked],
+    allowed: np.ndarray | None,
+    top_n: int,
+    held: int,
+) -> Ranked:
+    """``search`` restricted to ``allowed`` (sorted ids) before its top-n cut.
+
+    When ``allowed`` is a large share of what the index holds (a space beside others,
+    a broad filter), passing it to the index costs more than the search itself. Then
+    the unrestricted top-m comes first: if at least ``top_n`` of those are allowed,
+    they *are* the restricted top-n (anything allowed further down scores lower), and
+    otherwise the restricted search runs as before. Same result, either way.
+    """
+    if allowed is None or not held or len(allowed) / held < _OVERFETCH_SHARE:
+        return search(top_n, allowed)
+    share = len(allowed) / held
+    m = min(held, int(top_n / share * 2) + 16)
+    hits = search(m, None)
+    if hits:
+        ids = np.fromiter((cid for cid, _ in hits), dtype=np.int64, count=len(hits))
+        kept = [h for h, ok in zip(hits, np.isin(ids, allowed), strict=True) if ok]
+    else:
+        kept = []
+    if len(kept) >= top_n or len(hits) < m:  # enough, or every match was seen
+        return kept[:top_n]
+    return search(top_n, allowed)
 
 
 def _as_set(allowed: np.ndarray | None) -> set[int] | None:

@@ -27,6 +27,8 @@ class StoreBase:
     def __init__(self, url: str, *, spaces: Spaces | None = None) -> None:
         self.url = url
         self.spaces = spaces or Spaces()
+        # read spaces -> (store generation, ids to restrict searches to); see space_restriction
+        self._space_cache: dict[frozenset[str], tuple[tuple[Any, ...], Any]] = {}
         self.engine = create_engine(url)
         self._writer = writer(self.engine)
         migrate(self.engine)

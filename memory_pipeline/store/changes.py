@@ -104,14 +104,16 @@ class ChangeQueries(StoreBase):
     def pending_adds(self) -> list[int]:
         """Live chunks that the published index may not hold yet."""
         with self.conn() as c:
-            # A join, not IN (SELECT ...): the queue is usually tiny and must drive the plan.
+            # A join, not IN (SELECT ...): the queue is usually tiny and must drive the plan;
+            # the space is checked here, not in SQL, so the planner never starts from the
+            # chunks of a space instead.
             stmt = (
-                sa.select(IndexChange.chunk_id)
+                sa.select(IndexChange.chunk_id, Chunk.space)
                 .join(Chunk, Chunk.id == IndexChange.chunk_id)
-                .where(IndexChange.op == "add", self.readable(Chunk.space))
+                .where(IndexChange.op == "add")
                 .distinct()
             )
-            return [int(i) for i in c.execute(stmt).scalars()]
+            return [int(i) for i, space in c.execute(stmt) if self.spaces.reads(space)]
 
     def clear_changes(self, seqs: Sequence[int] | np.ndarray) -> None:
         """Forget the queued changes the published index has taken in (idempotent).

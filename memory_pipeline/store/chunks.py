@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from memory_pipeline.errors import NotFoundError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
 from memory_pipeline.store.rows import CHUNKS_BY_ID, batched, chunk_record, now_utc, tags_for
-from memory_pipeline.store.schema import Chunk, ChunkTag
+from memory_pipeline.store.schema import Chunk, ChunkTag, IndexChange, IndexVersion
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
 _UNSET: Any = object()
@@ -54,6 +55,28 @@ class ChunkQueries(StoreBase):
     def all_ids(self) -> np.ndarray:
         with self.conn() as c:
             return Reads(c).all_ids()
+
+    def space_restriction(self) -> np.ndarray | None:
+        """The ids a search must stay within because other spaces hold chunks too, or
+        None when no other space holds any (nothing to restrict: the fast path).
+
+        Kept until the store next changes: every change of the live chunks queues an
+        index change, so (published version, last queued change, queue length) moves
+        with it. A stale answer could only miss this space's newest chunks, never
+        admit another space's.
+        """
+        if self.spaces.read is None:
+            return None
+        with self.conn() as c:
+            generation = tuple(c.execute(_GENERATION).one())
+            cached = self._space_cache.get(self.spaces.read)
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+            ids = (
+                self._ids(sa.select(Chunk.id)) if _others_hold_chunks(c, self.spaces.read) else None
+            )
+        self._space_cache[self.spaces.read] = (generation, ids)
+        return ids
 
     def filter_ids(self, filters: SearchFilters) -> np.ndarray:
         """Ids of live chunks matching every filter (tags: all of them must be present)."""
@@ -123,6 +146,28 @@ class ChunkQueries(StoreBase):
                 .where(Chunk.id.in_(list(ids)))
                 .values(access_count=Chunk.access_count + 1, last_accessed_at=when)
             )
+
+
+_GENERATION = sa.select(
+    sa.select(sa.func.max(IndexVersion.version)).scalar_subquery(),
+    sa.select(sa.func.max(IndexChange.seq)).scalar_subquery(),
+    sa.select(sa.func.count()).select_from(IndexChange).scalar_subquery(),
+)
+
+
+def _others_hold_chunks(c: sa.Connection, read: frozenset[str]) -> bool:
+    """Whether a chunk of a space outside ``read`` exists: one index range probe per gap
+    between the read spaces (not a scan of the chunks)."""
+    bounds = [None, *sorted(read), None]
+    for low, high in itertools.pairwise(bounds):
+        stmt = sa.select(Chunk.id)
+        if low is not None:
+            stmt = stmt.where(Chunk.space > low)
+        if high is not None:
+            stmt = stmt.where(Chunk.space < high)
+        if c.execute(stmt.limit(1)).first() is not None:
+            return True
+    return False
 
 
 def _filtered(stmt: sa.Select[Any], filters: SearchFilters) -> sa.Select[Any]:

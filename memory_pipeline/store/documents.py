@@ -162,15 +162,6 @@ class DocumentQueries(StoreBase):
                 "chunks": int(s.scalar(chunks.where(self.readable(Chunk.space))) or 0),
             }
 
-    def other_spaces_hold_chunks(self) -> bool:
-        """Whether the memory holds chunks this store does not read (searches then
-        restrict every retriever to the readable ones before their cut)."""
-        if self.spaces.read is None:
-            return False
-        with self.conn() as c:
-            stmt = sa.select(Chunk.id).where(~self.readable(Chunk.space)).limit(1)
-            return c.execute(stmt).first() is not None
-
 
 def no_document(doc_id: str) -> str:
     return f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
