@@ -495,8 +495,10 @@ class MemorySystem:
         return self.store.embedding_models()
 
     def published(self) -> LoadedVersion | None:
-        """The published index version (None before the first update)."""
-        return self.reader.current()
+        """The published index version as this memory's spaces see it (None before the
+        first update)."""
+        version = self.reader.current()
+        return version.for_spaces(self.spaces.read) if version is not None else None
 
     def update_index(self) -> IndexUpdateResult:
         return self.writer.update()

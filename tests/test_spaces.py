@@ -134,11 +134,9 @@ def test_a_space_may_read_another_but_not_change_it(tmp_path: Path, db_url: str)
 
 
 def test_filters_apply_before_the_cut_per_space(tmp_path: Path) -> None:
-    """B holds 99% of the chunks; A's top-10 is still ten of A's, the same as a memory
-    holding A alone returns on this corpus. (Without the restriction before the cut, B
-    takes the slots and A's list comes back short.) BM25's statistics are those of the
-    whole memory, so on other corpora the order can differ: bench/bench_spaces.py
-    measures how often."""
+    """B holds 99% of the chunks; A's top-10 is the one a memory holding A alone returns.
+    (Without the restriction before the cut, B takes the slots and A's list comes back
+    short.)"""
     topics = ["harbour", "lantern", "ledger", "survey", "budget", "release", "keeper", "tide"]
     a_texts = [f"{topics[i % 8]} note {i} about {topics[(i * 3) % 8]} work" for i in range(20)]
     b_texts = [f"{topics[i % 8]} entry {i} on {topics[(i * 5) % 8]} matters" for i in range(1980)]
@@ -348,3 +346,35 @@ def test_a_bad_space_in_the_sources_file_is_named(tmp_path: Path) -> None:
     sources.write_text("roots:\n  - path: notes\n    space: Shared Notes\n")
     with pytest.raises(InvalidInputError, match=r"roots\.0\.space"):
         load_sources(sources)
+
+
+def test_bm25_statistics_are_those_of_the_space(tmp_path: Path) -> None:
+    """A term that is rare in A but everywhere in B keeps A's weight in A's searches."""
+    a_texts = ["alpha alpha gamma", "beta delta", "gamma epsilon", "delta zeta"]
+    b_texts = [f"alpha filler{i}" for i in range(300)]
+    shared = MemorySystem(
+        make_settings(tmp_path / "s"), embedder=HashingEmbedder(), spaces=Spaces.bound("a")
+    )
+    alone = MemorySystem(make_settings(tmp_path / "alone"), embedder=HashingEmbedder())
+    try:
+        for i, text in enumerate(a_texts):
+            shared.ingest_text(text, f"a{i}")
+            alone.ingest_text(text, f"a{i}")
+        shared.in_space("b").ingest_loaded([_text(t, f"b{i}") for i, t in enumerate(b_texts)])
+        shared.update_index()
+        alone.update_index()
+
+        def ranked(system: MemorySystem) -> list[tuple[str, float]]:
+            version = system.published()
+            assert version is not None
+            hits = version.sparse.search(["alpha", "beta"], 10)
+            texts = system.store.contents([cid for cid, _ in hits])
+            return [(texts[cid], round(score, 4)) for cid, score in hits]
+
+        assert ranked(shared) == ranked(alone)
+        assert ranked(shared)[0][0] == "alpha alpha gamma"  # B's 300 alphas do not count
+        every = shared.reader.current()
+        assert every is not None and every.sparse.num_docs == len(a_texts) + len(b_texts)
+    finally:
+        shared.close()
+        alone.close()

@@ -20,6 +20,7 @@ from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, SegmentWriter
 from memory_pipeline.index.protocols import DenseWriter, SparseWriter
 from memory_pipeline.index.reader import load_deleted
 from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.sparse_spaces import DEFAULT_SPACE, partition_dir, partition_dirs
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.store import Store
 from memory_pipeline.store.store import Reads
@@ -101,11 +102,7 @@ class IndexWriter:
         segments, deleted = dense.finish()
         np.save(tmp / "deleted.npy", deleted)
 
-        SparseIndex.clone(vdir / "sparse", tmp / "sparse")
-        sparse: SparseWriter = SparseIndex.open(tmp / "sparse", writable=True)
-        sparse.delete(int(i) for i in removed)
-        sparse.add(self._tokens(reads, add_ids))
-        sparse.commit()
+        n_sparse = self._update_sparse(reads, vdir, tmp, add_ids, removed)
 
         n_dense = sum(s.count for s in segments) - len(deleted)
         new = v.Manifest(
@@ -114,7 +111,7 @@ class IndexWriter:
             dim=dim,
             segments=segments,
             n_dense=n_dense,
-            n_sparse=sparse.num_docs,
+            n_sparse=n_sparse,
             n_deleted=len(deleted),
             watermark=max(manifest.watermark, int(add_ids.max()) if len(add_ids) else 0),
             created_at=v.now_iso(),
@@ -122,7 +119,6 @@ class IndexWriter:
             parent=manifest.version,
             tokenizer=TOKENIZER_ID,
         )
-        sparse.close()
         v.publish(self.root, tmp, new)
         self.store.clear_changes(queue.seqs)
         return self._finish(new, len(add_ids), len(removed), started)
@@ -154,17 +150,23 @@ class IndexWriter:
         dense.add(ids, vecs)
         segments, _ = dense.finish()
         np.save(tmp / "deleted.npy", np.zeros(0, dtype=np.int64))
-        sparse: SparseWriter = SparseIndex.create(tmp / "sparse")
-        for start in range(0, len(ids), _CONTENT_BATCH):
-            sparse.add(self._tokens(reads, ids[start : start + _CONTENT_BATCH]))
-        sparse.commit()
+        n_sparse = 0
+        by_space = _by_space(reads, ids)
+        by_space.setdefault(DEFAULT_SPACE, np.zeros(0, dtype=np.int64))  # sparse/ always exists
+        for space, space_ids in sorted(by_space.items()):
+            sparse: SparseWriter = SparseIndex.create(partition_dir(tmp, space))
+            for start in range(0, len(space_ids), _CONTENT_BATCH):
+                sparse.add(self._tokens(reads, space_ids[start : start + _CONTENT_BATCH]))
+            sparse.commit()
+            n_sparse += sparse.num_docs
+            sparse.close()
         manifest = v.Manifest(
             version=version,
             model_id=self.model_id,
             dim=dim,
             segments=segments,
             n_dense=len(ids),
-            n_sparse=sparse.num_docs,
+            n_sparse=n_sparse,
             n_deleted=0,
             watermark=int(ids.max()) if len(ids) else 0,
             created_at=v.now_iso(),
@@ -172,7 +174,6 @@ class IndexWriter:
             parent=parent,
             tokenizer=TOKENIZER_ID,
         )
-        sparse.close()
         v.publish(self.root, tmp, manifest)
         self.store.clear_changes(seqs)
         return self._finish(manifest, len(ids), 0, started)
@@ -216,9 +217,43 @@ class IndexWriter:
         order = np.argsort(found)
         return found[order], vecs[order]
 
+    def _update_sparse(
+        self, reads: Reads, vdir: Path, tmp: Path, add_ids: np.ndarray, removed: np.ndarray
+    ) -> int:
+        """The new version's BM25 partitions: each of the parent's, cloned, loses the
+        removed ids; each space with new chunks gains them (a new space, a new partition).
+        Returns the documents they hold."""
+        parents = partition_dirs(vdir)
+        adds = _by_space(reads, add_ids)
+        total = 0
+        for space in sorted(set(parents) | set(adds)):
+            dst = partition_dir(tmp, space)
+            if space in parents:
+                SparseIndex.clone(parents[space], dst)
+                sparse: SparseWriter = SparseIndex.open(dst, writable=True)
+            else:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                sparse = SparseIndex.create(dst)
+            sparse.delete(int(i) for i in removed)
+            if space in adds:
+                sparse.add(self._tokens(reads, adds[space]))
+            sparse.commit()
+            total += sparse.num_docs
+            sparse.close()
+        return total
+
     def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
         contents = reads.contents([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
+
+
+def _by_space(reads: Reads, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``ids`` (sorted) grouped by the space their chunks belong to."""
+    spaces = reads.spaces_of(ids.tolist())
+    out: dict[str, list[int]] = {}
+    for cid in ids.tolist():
+        out.setdefault(spaces.get(cid, DEFAULT_SPACE), []).append(cid)
+    return {s: np.asarray(v, dtype=np.int64) for s, v in out.items()}
 
 
 def _noop(manifest: v.Manifest, started: float) -> IndexUpdateResult:

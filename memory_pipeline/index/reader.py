@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import faiss
@@ -13,7 +14,7 @@ import numpy as np
 from memory_pipeline.index.dense import DenseSegment, SegmentedDense
 from memory_pipeline.index.protocols import DenseIndex
 from memory_pipeline.index.protocols import SparseIndex as SparseSearch
-from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.sparse_spaces import PartitionedSparse
 from memory_pipeline.index.versions import Manifest, pointer_stamp, read_current
 
 _SegmentKey = tuple[str, int, int, int, int]
@@ -25,11 +26,19 @@ class LoadedVersion:
     path: Path
     segments: list[DenseSegment]
     deleted: np.ndarray
-    sparse: SparseSearch
+    sparse: SparseSearch  # the BM25 partitions of the spaces this view reads
+    partitions: PartitionedSparse | None = None  # every space's
 
     @property
     def dense(self) -> DenseIndex:
         return SegmentedDense(self.segments, self.deleted)
+
+    def for_spaces(self, read: Collection[str] | None) -> LoadedVersion:
+        """This version as a memory bound to ``read`` sees it (None: every space): the
+        BM25 partitions of those spaces; dense search is restricted by ids instead."""
+        if self.partitions is None:
+            return self
+        return replace(self, sparse=self.partitions.view(read))
 
     def member_ids(self) -> np.ndarray:
         """Ids this version serves (segment ids minus deleted), sorted."""
@@ -85,5 +94,7 @@ class IndexReader:
             keep[key] = segment
             segments.append(segment)
         self._segments = keep
-        sparse = SparseIndex.open(vdir / "sparse")
-        return LoadedVersion(manifest, vdir, segments, load_deleted(vdir), sparse)
+        parts = PartitionedSparse.open(vdir)
+        return LoadedVersion(
+            manifest, vdir, segments, load_deleted(vdir), parts.view(None), partitions=parts
+        )

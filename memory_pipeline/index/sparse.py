@@ -412,6 +412,14 @@ class SparseIndex:
             if i is not None and h[0] > 0
         ]
 
+    def doc_freq(self, term: str) -> int:
+        """Documents of this snapshot holding ``term`` (deleted, unmerged ones included)."""
+        return int(self._searcher.doc_freq(BODY_FIELD, term)) if self.num_docs else 0
+
+    def collection_stats(self, terms: Sequence[str]) -> tuple[int, float]:
+        """``(N, total tokens)`` as this index's BM25 uses them (see ``score_external``)."""
+        return self._global_stats(terms)
+
     def _global_stats(self, terms: Sequence[str]) -> tuple[int, float]:
         """``(N, total tokens)`` exactly as tantivy's BM25 uses them for this snapshot.
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.reader import IndexReader, LoadedVersion
-from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.sparse_spaces import PartitionedSparse
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
 
@@ -262,8 +262,11 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
         return []
     try:
         # A fresh view of the folder: the reader's is the snapshot taken when it loaded.
-        with SparseIndex.open(ctx.version.path / "sparse") as sparse:
-            sparse_ids = sparse.ids()
+        parts = PartitionedSparse.open(ctx.version.path)
+        try:
+            sparse_ids = parts.ids()
+        finally:
+            parts.close()
     except IndexError_ as exc:
         return [HealthFinding("dense_sparse", "error", 1, f"sparse index unreadable: {exc}")]
     dense_ids = ctx.version.member_ids()

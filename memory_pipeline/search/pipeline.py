@@ -63,6 +63,8 @@ class HybridSearcher:
             qvec = query_vector if query_vector is not None else self.embedder.embed_query(query)
         with timer.stage("load_index"):
             version = self.reader.current()
+            if version is not None:  # BM25 over the partitions of the spaces it reads
+                version = version.for_spaces(self.store.spaces.read)
         if version is not None:
             self._check_space(version, qvec)
             stats.index_version = version.manifest.version

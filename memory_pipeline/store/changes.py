@@ -55,6 +55,14 @@ class Reads:
         ids = self.conn.execute(sa.select(Chunk.id).order_by(Chunk.id)).scalars().all()
         return np.asarray(ids, dtype=np.int64)
 
+    def spaces_of(self, ids: Sequence[int]) -> dict[int, str]:
+        """chunk id -> its space, for the live ones among ``ids``."""
+        out: dict[int, str] = {}
+        for batch in batched(list(ids)):
+            rows = self.conn.execute(sa.select(Chunk.id, Chunk.space).where(Chunk.id.in_(batch)))
+            out.update((int(cid), str(space)) for cid, space in rows)
+        return out
+
     def contents(self, ids: Sequence[int]) -> dict[int, str]:
         out: dict[int, str] = {}
         for batch in batched(list(ids)):
