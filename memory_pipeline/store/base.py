@@ -45,6 +45,13 @@ class StoreBase:
         """``column`` (a space column) is one this store reads."""
         return sa.true() if self.spaces.read is None else column.in_(sorted(self.spaces.read))
 
+    def in_spaces(self, every: Any, scoped: Any) -> tuple[Any, dict[str, Any]]:
+        """One of two prepared statements and its parameters: ``scoped`` takes the read
+        spaces as its ``spaces`` parameter (hot paths keep one compiled statement)."""
+        if self.spaces.read is None:
+            return every, {}
+        return scoped, {"spaces": sorted(self.spaces.read)}
+
     def read_only(self, doc_id: str, space: str) -> InvalidInputError:
         """The error for a change to a document this store reads but may not write."""
         return InvalidInputError(

@@ -13,7 +13,14 @@ import sqlalchemy as sa
 from memory_pipeline.errors import NotFoundError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
-from memory_pipeline.store.rows import CHUNKS_BY_ID, batched, chunk_record, now_utc, tags_for
+from memory_pipeline.store.rows import (
+    CHUNKS_BY_ID,
+    CHUNKS_BY_ID_IN_SPACES,
+    batched,
+    chunk_record,
+    now_utc,
+    tags_for,
+)
 from memory_pipeline.store.schema import Chunk, ChunkTag, IndexChange, IndexVersion
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
@@ -26,11 +33,11 @@ class ChunkQueries(StoreBase):
         out: dict[int, ChunkRecord] = {}
         if not id_list:
             return out
+        stmt, params = self.in_spaces(CHUNKS_BY_ID, CHUNKS_BY_ID_IN_SPACES)
         with self.conn() as c:
             tags = tags_for(c, id_list)
             for batch in batched(id_list):
-                stmt = CHUNKS_BY_ID.where(self.readable(Chunk.__table__.c.space))
-                for row in c.execute(stmt, {"ids": list(batch)}):
+                for row in c.execute(stmt, {**params, "ids": list(batch)}):
                     out[row.id] = chunk_record(row, tags.get(row.id, ()))
         return out
 

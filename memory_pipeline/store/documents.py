@@ -37,11 +37,10 @@ class DocumentQueries(StoreBase):
         """doc_id -> (title, source) for the given documents (those that exist)."""
         wanted = list(dict.fromkeys(doc_ids))
         out: dict[str, tuple[str, str]] = {}
+        stmt, params = self.in_spaces(_LABELS_BY_DOC, _LABELS_BY_DOC_IN_SPACES)
         with self.conn() as c:
             for batch in batched(wanted):
-                rows = c.execute(
-                    _LABELS_BY_DOC.where(self.readable(Document.space)), {"ids": list(batch)}
-                )
+                rows = c.execute(stmt, {**params, "ids": list(batch)})
                 out.update((d, (t, src)) for d, t, src in rows)
         return out
 
@@ -252,4 +251,7 @@ def _delete_document(s: Session, doc_id: str) -> int | None:
 
 _LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source).where(
     Document.doc_id.in_(sa.bindparam("ids", expanding=True))
+)
+_LABELS_BY_DOC_IN_SPACES = _LABELS_BY_DOC.where(
+    Document.space.in_(sa.bindparam("spaces", expanding=True))
 )

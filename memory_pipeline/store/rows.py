@@ -42,6 +42,10 @@ def stack_vectors(blobs: Sequence[bytes]) -> np.ndarray:
 CHUNKS_BY_ID = sa.select(Chunk.__table__).where(
     Chunk.__table__.c.id.in_(sa.bindparam("ids", expanding=True))
 )
+# ... and within spaces (the ``spaces`` parameter), also compiled once.
+CHUNKS_BY_ID_IN_SPACES = CHUNKS_BY_ID.where(
+    Chunk.__table__.c.space.in_(sa.bindparam("spaces", expanding=True))
+)
 
 
 TAGS_BY_CHUNK = (
