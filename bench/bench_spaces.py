@@ -127,7 +127,11 @@ def main() -> None:
                 f"{r['p50_shared_ms'] / r['p50_alone_ms']:>5.2f}x {r['same_top10']:.0%}"
             )
         figures["search"] = rows
-        if args.files and SCIFACT.joinpath("corpus.jsonl").exists():
+        if args.files and not SCIFACT.joinpath("corpus.jsonl").exists():
+            print(
+                f"\n(second-space ingest skipped: {SCIFACT} not found; it sits beside the checkout)"
+            )
+        elif args.files:
             print(f"\n== the same {args.files} files into a second space (real model) ==")
             r = bench_second_space(work, args.files)
             figures["second_space"] = r
