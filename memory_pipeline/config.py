@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD
+from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, DENSE_INDEXES
 from memory_pipeline.ingest.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_MAX_CHUNK_SIZE,
@@ -91,6 +91,20 @@ class IngestSettings(_Section):
 
 
 class IndexSettings(_Section):
+    # flat (every search exact), ivf or hnsw: the approximate index of a segment with at
+    # least ivf_threshold vectors.
+    dense_index: str = _var("DENSE_INDEX", DEFAULT_DENSE_INDEX)
+
+    @field_validator("dense_index", mode="before")
+    @classmethod
+    def _dense_index(cls, value: Any) -> Any:
+        name = str(value).strip().lower()
+        if name not in DENSE_INDEXES:
+            raise _Refused(
+                "dense_index", f"must be one of {', '.join(DENSE_INDEXES)}, got {value!r}"
+            )
+        return name
+
     ivf_threshold: Annotated[int, annotated_types.Ge(1)] = _var(
         "IVF_THRESHOLD", DEFAULT_IVF_THRESHOLD
     )

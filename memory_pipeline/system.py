@@ -146,6 +146,7 @@ class MemorySystem:
             settings.index_path,
             self.embedder.model_id,
             ivf_threshold=settings.index.ivf_threshold,
+            dense_index=settings.index.dense_index,
         )
         self.searcher = HybridSearcher(
             self.store, self.reader, self.embedder, self.reranker, self.reranker_status

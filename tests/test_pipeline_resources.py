@@ -38,6 +38,7 @@ CUSTOM = Settings(
     rrf_k=10,
     max_file_bytes=1_000_000,
     ivf_threshold=5_000,
+    dense_index="hnsw",
     time_weight=0.3,
     freq_weight=0.2,
     importance_threshold=0.1,

@@ -29,6 +29,18 @@ MAX_DELETED_FRACTION = 0.2
 
 DEFAULT_IVF_THRESHOLD = 200_000
 IVF_NPROBE = 64
+#: The approximate index a large segment gets: ``ivf`` (the default), ``hnsw``, or
+#: ``flat`` (none: every search exact).
+DENSE_INDEXES = ("flat", "ivf", "hnsw")
+DEFAULT_DENSE_INDEX = "ivf"
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 100
+HNSW_EF_SEARCH = 128
+#: A filtered search scores the allowed vectors of an approximate segment exactly when
+#: they are at most this many, or this share of the segment: a graph or a few probed
+#: lists would miss most of a small allowed set.
+EXACT_FILTER_MAX = 20_000
+EXACT_FILTER_SHARE = 0.1
 
 
 def write_segment(
@@ -38,22 +50,35 @@ def write_segment(
     vectors: np.ndarray,
     *,
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+    dense_index: str = DEFAULT_DENSE_INDEX,
 ) -> None:
-    """Write one immutable segment (ids, vectors and, when large, an IVF index)."""
+    """Write one immutable segment: ids, vectors and, when it holds at least
+    ``ivf_threshold`` vectors, the approximate index ``dense_index`` names."""
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"segment {name}: {len(ids)} ids for vectors of shape {vectors.shape}")
     save_npy(directory / f"{name}.ids.npy", ids)
     save_npy(directory / f"{name}.vecs.npy", vectors)
-    if len(ids) >= ivf_threshold:
-        index = _build_ivf(ids, vectors)
-        faiss.write_index(index, str(directory / f"{name}.ivf.faiss"))
-        fsync_file(directory / f"{name}.ivf.faiss")
+    if len(ids) >= ivf_threshold and dense_index != "flat":
+        index = _build_hnsw(ids, vectors) if dense_index == "hnsw" else _build_ivf(ids, vectors)
+        path = directory / f"{name}.{dense_index}.faiss"
+        faiss.write_index(index, str(path))
+        fsync_file(path)
 
 
 def segment_files(directory: Path, name: str) -> list[Path]:
     return sorted(directory.glob(f"{name}.*"))
+
+
+def _build_hnsw(ids: np.ndarray, vectors: np.ndarray) -> faiss.Index:
+    # A graph cannot remove entries: deleted ids stay in the segment's deleted list
+    # (filtered at search) until a merge or a rebuild writes the segment again.
+    hnsw = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index = faiss.IndexIDMap2(hnsw)
+    index.add_with_ids(vectors, ids)
+    return index
 
 
 def _build_ivf(ids: np.ndarray, vectors: np.ndarray) -> faiss.Index:
@@ -80,6 +105,31 @@ class DenseSegment:
     index: faiss.Index
     dim: int
     _sorted_ids: np.ndarray | None = field(default=None, repr=False)
+    kind: str = "flat"  # flat | ivf | hnsw
+    folder: Path | None = None  # where its vectors are, for exact scores (approximate kinds)
+    _order: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def approximate(self) -> bool:
+        return self.kind != "flat"
+
+    def exact_search(
+        self, query: np.ndarray, top_n: int, allowed: np.ndarray
+    ) -> list[tuple[int, float]]:
+        """Top-n of the ``allowed`` ids it holds, by exact inner product (its stored vectors)."""
+        if self._sorted_ids is None:
+            self._sorted_ids = np.sort(self.ids)
+        if self._order is None:
+            self._order = np.argsort(self.ids, kind="stable")
+        want = allowed[self.holds(allowed)]
+        if not len(want) or self.folder is None:
+            return []
+        rows = self._order[np.searchsorted(self._sorted_ids, want)]
+        vectors = np.load(self.folder / f"{self.name}.vecs.npy", mmap_mode="r")
+        scores = np.asarray(vectors[np.sort(rows)]) @ query.astype(np.float32, copy=False)
+        ids = self.ids[np.sort(rows)]
+        top = np.argsort(-scores, kind="stable")[:top_n]
+        return [(int(ids[i]), float(scores[i])) for i in top]
 
     def holds(self, ids: np.ndarray) -> np.ndarray:
         """Mask of ``ids`` that are in this segment (a binary search, not a scan)."""
@@ -95,10 +145,14 @@ class DenseSegment:
     def load(cls, directory: Path, name: str) -> DenseSegment:
         ids = np.load(directory / f"{name}.ids.npy")
         ivf_path = directory / f"{name}.ivf.faiss"
+        hnsw_path = directory / f"{name}.hnsw.faiss"
         if ivf_path.exists():
             index = faiss.read_index(str(ivf_path))
             faiss.extract_index_ivf(index).nprobe = IVF_NPROBE
-            dim = index.d
+            return cls(name, ids, index, index.d, kind="ivf", folder=directory)
+        if hnsw_path.exists():
+            index = faiss.read_index(str(hnsw_path))
+            return cls(name, ids, index, index.d, kind="hnsw", folder=directory)
         else:
             vectors = np.load(directory / f"{name}.vecs.npy")
             dim = int(vectors.shape[1]) if vectors.size else 0
@@ -117,7 +171,9 @@ class DenseSegment:
             return []
         k = min(top_n, len(self.ids))
         params = None
-        if selector is not None:
+        if self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(HNSW_EF_SEARCH, k))  # type: ignore[attr-defined]
+        elif selector is not None:
             params = (
                 faiss.SearchParametersIVF(sel=selector, nprobe=IVF_NPROBE)  # type: ignore[call-arg]
                 if isinstance(self.index, faiss.IndexIVF)
@@ -177,9 +233,19 @@ def search_segments(
     if allowed is not None and not len(allowed):
         return []
     selector = make_selector(allowed, deleted)
+    keep = None
+    if allowed is not None:
+        keep = np.setdiff1d(allowed, deleted) if len(deleted) else np.asarray(allowed)
     merged: list[tuple[int, float]] = []
     for segment in segments:
-        merged.extend(segment.search(query, top_n, selector=selector))
+        small = keep is not None and len(keep) <= max(
+            EXACT_FILTER_MAX, EXACT_FILTER_SHARE * len(segment.ids)
+        )
+        if segment.approximate and small:
+            assert keep is not None
+            merged.extend(segment.exact_search(query, top_n, keep))
+        else:
+            merged.extend(segment.search(query, top_n, selector=selector))
     merged.sort(key=lambda pair: (-pair[1], pair[0]))
     return merged[:top_n]
 
@@ -220,6 +286,7 @@ class SegmentWriter:
     folder: Path
     version: int
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD
+    dense_index: str = DEFAULT_DENSE_INDEX
     segments: list[SegmentInfo] = field(default_factory=list)
     seg_ids: dict[str, np.ndarray] = field(default_factory=dict)
     deleted: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -237,7 +304,14 @@ class SegmentWriter:
         if not len(ids):
             return
         name = f"seg{self.version:06d}"
-        write_segment(self.folder, name, ids, vectors, ivf_threshold=self.ivf_threshold)
+        write_segment(
+            self.folder,
+            name,
+            ids,
+            vectors,
+            ivf_threshold=self.ivf_threshold,
+            dense_index=self.dense_index,
+        )
         self.segments.append(SegmentInfo(name, len(ids)))
         self.seg_ids[name] = ids
 
@@ -272,7 +346,12 @@ class SegmentWriter:
         if len(merged_ids):
             name = f"mrg{self.version:06d}"
             write_segment(
-                self.folder, name, merged_ids, merged_vecs, ivf_threshold=self.ivf_threshold
+                self.folder,
+                name,
+                merged_ids,
+                merged_vecs,
+                ivf_threshold=self.ivf_threshold,
+                dense_index=self.dense_index,
             )
             self.segments.append(SegmentInfo(name, len(merged_ids)))
             self.seg_ids[name] = merged_ids

@@ -16,7 +16,7 @@ import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
 from memory_pipeline.index import versions as v
-from memory_pipeline.index.dense import DEFAULT_IVF_THRESHOLD, SegmentWriter
+from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, SegmentWriter
 from memory_pipeline.index.protocols import DenseWriter, SparseWriter
 from memory_pipeline.index.reader import load_deleted
 from memory_pipeline.index.sparse import SparseIndex
@@ -33,12 +33,19 @@ _CONTENT_BATCH = 5_000
 
 class IndexWriter:
     def __init__(
-        self, store: Store, root: Path, model_id: str, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD
+        self,
+        store: Store,
+        root: Path,
+        model_id: str,
+        *,
+        ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+        dense_index: str = DEFAULT_DENSE_INDEX,
     ) -> None:
         self.store = store
         self.root = root
         self.model_id = model_id
         self.ivf_threshold = ivf_threshold
+        self.dense_index = dense_index
 
     # ------------------------------------------------------------------ public
     def update(self) -> IndexUpdateResult:
@@ -93,7 +100,13 @@ class IndexWriter:
         tmp = v.new_temp_dir(self.root, version)
         v.link_tree(vdir / "dense", tmp / "dense")
         dense: DenseWriter = SegmentWriter(
-            tmp / "dense", version, self.ivf_threshold, list(manifest.segments), seg_ids, deleted
+            tmp / "dense",
+            version,
+            ivf_threshold=self.ivf_threshold,
+            dense_index=self.dense_index,
+            segments=list(manifest.segments),
+            seg_ids=seg_ids,
+            deleted=deleted,
         )
         dense.delete(removed)
         add_ids, add_vecs = self._vectors(reads, added)
@@ -146,7 +159,9 @@ class IndexWriter:
         seqs = reads.change_seqs()
         ids, vecs = self._vectors(reads, reads.all_ids())
         dim = int(vecs.shape[1]) if vecs.size else 0
-        dense: DenseWriter = SegmentWriter(tmp / "dense", version, self.ivf_threshold)
+        dense: DenseWriter = SegmentWriter(
+            tmp / "dense", version, ivf_threshold=self.ivf_threshold, dense_index=self.dense_index
+        )
         dense.add(ids, vecs)
         segments, _ = dense.finish()
         np.save(tmp / "deleted.npy", np.zeros(0, dtype=np.int64))
