@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,27 @@ def pg_available() -> bool:
             f"no PostgreSQL server reachable at {PG_SOCKET} ({exc}); start it with scripts/start-postgres.sh"
         )
     return False
+
+
+@pytest.fixture(scope="session")
+def pgvector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """PostgreSQL 16 with the ``vector`` extension, from the ``pgserver`` wheel, on a
+    temporary folder and a Unix socket: the server the pgvector tests run against.
+    Yields its admin URL; stopped at the end of the session."""
+    try:
+        import pgserver
+    except ImportError as exc:
+        if REQUIRE_PG:
+            pytest.fail(f"pgserver (PostgreSQL with pgvector) is required here: {exc}")
+        pytest.skip("pgserver is not installed (make install brings it)")
+    # Short path: the socket's path must fit in 107 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="pgv-"))
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    try:
+        yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
