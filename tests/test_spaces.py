@@ -378,3 +378,27 @@ def test_bm25_statistics_are_those_of_the_space(tmp_path: Path) -> None:
     finally:
         shared.close()
         alone.close()
+
+
+def test_a_search_over_two_spaces_merges_their_partitions(tmp_path: Path) -> None:
+    """Reading A and shared: both BM25 partitions are searched, and a chunk not yet in
+    the published index (in either space) is found at once."""
+    settings = make_settings(tmp_path)
+    shared = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("shared"))
+    reader = MemorySystem(
+        settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a", ["shared"])
+    )
+    try:
+        shared.ingest_text("shared lighthouse keeper rota", "shared-rota")
+        reader.ingest_text("project lighthouse budget", "a-budget")
+        reader.update_index()
+        version = reader.published()
+        assert version is not None and version.sparse.num_docs == 2  # both partitions
+        titles = {h.title for h in reader.query("lighthouse", top_k=5).hits}
+        assert titles == {"shared-rota", "a-budget"}
+        shared.ingest_text("shared lighthouse lamp schedule", "shared-lamp")  # not indexed yet
+        hits = reader.query("lighthouse lamp", top_k=5, record_access=False)
+        assert hits.hits[0].title == "shared-lamp" and hits.stats.unindexed_searched == 1
+    finally:
+        shared.close()
+        reader.close()
