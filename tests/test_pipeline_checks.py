@@ -45,10 +45,16 @@ def test_every_check_passes_on_a_clean_memory(corpus: Corpus) -> None:
     ingest = run(corpus, "ingest_sources")
     assert ingest.success
     found = checks(ingest)
-    assert set(found) == {"sources_parse", "tagging_coverage", "vectors_valid", "index_consistency"}
+    assert set(found) == {
+        "sources_parse",
+        "sources_ingested",
+        "tagging_coverage",
+        "vectors_valid",
+        "index_consistency",
+    }
     assert all(e.passed for e in found.values())
     health = checks(run(corpus, "health_checks"))
-    assert all(e.passed for e in health.values()) and len(health) == 4
+    assert all(e.passed for e in health.values()) and len(health) == 5
     meta = health["index_consistency"].metadata
     assert meta["debris"].value == 0 and meta["gaps"].value == 0
     assert meta["index_version"].value == 1
@@ -69,6 +75,42 @@ def test_sources_parse_warns_with_the_failed_file_names(corpus: Corpus) -> None:
     (corpus.notes / "empty.md").unlink()
     corpus.export_file.unlink()
     assert checks(run(corpus, "health_checks"))["sources_parse"].passed  # removed files: fixed
+
+
+def test_sources_ingested_fails_on_a_file_the_store_lacks_and_passes_after(
+    corpus: Corpus,
+) -> None:
+    """As after a killed ingest run: a file is under a root, the store does not hold it."""
+    assert run(corpus, "ingest_sources").success
+    (corpus.notes / "late.md").write_text("# Late\n\nA note added while nothing ran.")
+    (corpus.papers / "bm25.md").write_text("# BM25\n\nRewritten since it was ingested.")
+    check = checks(run(corpus, "health_checks"))["sources_ingested"]
+    assert not check.passed and check.severity is dg.AssetCheckSeverity.ERROR
+    assert check.metadata["not_ingested"].value == 2
+    assert (check.metadata["files_new"].value, check.metadata["files_changed"].value) == (1, 1)
+    assert "late.md" in (check.description or "") and "bm25.md" in (check.description or "")
+    assert checks(run(corpus, "ingest_sources"))["sources_ingested"].passed
+
+
+def test_health_on_the_command_line_names_the_same_files(
+    corpus: Corpus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from memory_pipeline.cli.main import main
+
+    assert run(corpus, "ingest_sources").success
+    for name, value in corpus.env().items():
+        monkeypatch.setenv(name, value)
+    assert main(["health", "--model", "hashing"]) == 0
+    assert "every file under the roots is in the store" in capsys.readouterr().out
+    (corpus.notes / "late.md").write_text("# Late\n\nA note added while nothing ran.")
+    assert main(["health", "--model", "hashing", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [line.split(" (")[0].endswith("late.md") for line in out["sources"]["not_ingested"]] == [
+        True
+    ]
+    assert "(new)" in out["sources"]["not_ingested"][0]
 
 
 def test_tagging_coverage_warns_below_the_floor(corpus: Corpus) -> None:

@@ -158,6 +158,7 @@ def test_dagster_dev_serves_the_pipeline_and_runs_the_ingest_job(
     checks = {c["name"] for n in nodes for c in n["assetChecksOrError"]["checks"]}
     assert checks == {
         "sources_parse",
+        "sources_ingested",
         "tagging_coverage",
         "vectors_valid",
         "index_consistency",

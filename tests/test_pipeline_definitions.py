@@ -33,6 +33,7 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule(
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == ASSET_KEYS
     assert {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys} == {
         ("documents", "sources_parse"),
+        ("documents", "sources_ingested"),
         ("chunks", "tagging_coverage"),
         ("embeddings", "vectors_valid"),
         ("search_index", "index_consistency"),

@@ -57,6 +57,7 @@ def test_the_health_job_runs_every_check_and_materializes_nothing(tmp_path: Path
     assert not result.get_asset_materialization_events()
     assert {e.check_name for e in result.get_asset_check_evaluations()} == {
         "sources_parse",
+        "sources_ingested",
         "tagging_coverage",
         "vectors_valid",
         "index_consistency",

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory_pipeline.cli.flags import add_all_spaces
+from memory_pipeline.cli.sources import SOURCES_ENV
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.sources.config import load_sources
+from memory_pipeline.sources.ledger import read_ledger
+from memory_pipeline.sources.status import describe_not_ingested, not_ingested
 
 if TYPE_CHECKING:
     from memory_pipeline.memory.duplicates import DuplicateReport
     from memory_pipeline.memory.health import HealthReport
     from memory_pipeline.memory.stats import SystemStats
+    from memory_pipeline.sources.status import StoreView
 
 EXIT_OK = 0
 EXIT_UNHEALTHY = 1
@@ -33,6 +39,9 @@ class Reports(Protocol):
     def system_stats(self) -> SystemStats: ...
 
     def duplicate_audit(self, *, threshold: float, max_pairs: int) -> DuplicateReport: ...
+
+    @property
+    def store(self) -> StoreView: ...
 
 
 MakeSystem = Callable[[argparse.Namespace], Reports]
@@ -70,12 +79,29 @@ def register(
     """Add the ``health``, ``stats`` and ``duplicates`` subcommands; handlers return exit codes."""
 
     def cmd_health(args: argparse.Namespace) -> int:
-        report = make_system(args).index_health()
+        system = make_system(args)
+        report = system.index_health()
+        sources = args.sources or os.environ.get(SOURCES_ENV)
+        behind: list[str] | None = None
+        if sources:  # the source files the store should hold, as the Dagster check sees them
+            config = load_sources(sources)
+            statuses = not_ingested(system.store, config, read_ledger(config.state_path))
+            behind = describe_not_ingested(statuses)
         if args.json:
-            _print_json(report.to_dict())
+            data = report.to_dict()
+            if behind is not None:
+                data["sources"] = {"sources_file": str(sources), "not_ingested": behind}
+            _print_json(data)
         else:
             print(report.render())
-        return EXIT_OK if report.healthy else EXIT_UNHEALTHY
+            if behind:
+                print(f"\nsources: {len(behind)} files under the roots are not in the store")
+                print("\n".join(f"  {line}" for line in behind))
+                print("  (memory-pipeline sources sync ingests them)")
+            elif behind is not None:
+                print("\nsources: every file under the roots is in the store")
+        healthy = report.healthy and not behind
+        return EXIT_OK if healthy else EXIT_UNHEALTHY
 
     def cmd_stats(args: argparse.Namespace) -> int:
         stats = make_system(args).system_stats()
@@ -112,6 +138,11 @@ def register(
         help="check index ↔ database consistency, vectors, model ids, archive (exit 1 if unhealthy)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--sources",
+        help=f"also check that every file under this sources file's roots is in the store "
+        f"(default: {SOURCES_ENV} when set)",
+    )
     p.set_defaults(func=cmd_health)
 
     p = sub.add_parser("stats", parents=parents, help="counts, coverage, access, index and models")

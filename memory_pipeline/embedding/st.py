@@ -127,7 +127,7 @@ class SentenceTransformerEmbedder:
         checks and restores need not load the model."""
         if self._model is None and (dim := _dim_from_folder(Path(self._path))) is not None:
             return dim
-        return int(self.model.get_sentence_embedding_dimension())
+        return int(self.model.get_embedding_dimension())
 
     @property
     def max_tokens(self) -> int:

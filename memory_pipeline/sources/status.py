@@ -227,3 +227,18 @@ def sources_status(store: StoreView, config: SourcesConfig, ledger: Ledger) -> l
 
 def as_absolute(paths: Sequence[str | Path]) -> list[Path]:
     return [absolute(p) for p in paths]
+
+
+#: The states of a file under a root whose current content is not in the store.
+NOT_INGESTED = (FileState.NEW, FileState.CHANGED, FileState.FAILED)
+
+
+def not_ingested(store: StoreView, config: SourcesConfig, ledger: Ledger) -> list[FileStatus]:
+    """Files under the roots whose current content the store does not hold: new,
+    changed since they were ingested, or failing to read or parse."""
+    return [s for s in sources_status(store, config, ledger) if s.state in NOT_INGESTED]
+
+
+def describe_not_ingested(statuses: Sequence[FileStatus]) -> list[str]:
+    """One line per file: its path, its state and why."""
+    return [f"{s.path} ({s.state.value}{': ' + s.reason if s.reason else ''})" for s in statuses]

@@ -1,6 +1,8 @@
 """Asset checks of the ingestion assets, read from the core's health and stats reports.
 
 * ``sources_parse`` (documents, WARN): source files that could not be read or parsed.
+* ``sources_ingested`` (documents, ERROR): files under the roots whose current content is
+  not in the store (new, changed, failing to parse), named; a killed run shows here.
 * ``tagging_coverage`` (chunks, WARN): share of chunks with a tag below a configured floor.
 * ``vectors_valid`` (embeddings, ERROR, blocking): finite vectors of the embedder's
   dimension under one model id, a vector for every live chunk. A failure stops the
@@ -18,6 +20,7 @@ from memory_pipeline.memory.health import HealthFinding, HealthReport
 from memory_pipeline.pipeline.ingestion.assets import embeddings, search_index
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.sources.ledger import read_ledger
+from memory_pipeline.sources.status import describe_not_ingested, not_ingested
 
 VECTOR_CHECKS = ("vectors_finite", "vector_dim", "model_ids", "missing_vectors")
 INDEX_CHECKS = ("index", "debris", "gaps", "dense_sparse")
@@ -140,11 +143,45 @@ def index_consistency(memory: MemoryResource) -> dg.AssetCheckResult:
     )
 
 
+@dg.asset_check(
+    asset="documents",
+    name="sources_ingested",
+    description="Every file under the source roots is in the store as it is now; ERROR "
+    "naming those that are new, changed or failing to parse.",
+)
+def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.AssetCheckResult:
+    cfg = sources.config()
+    if cfg is None:
+        return dg.AssetCheckResult(passed=True, metadata={"sources_file": "not configured"})
+    behind = not_ingested(memory.store(), cfg, read_ledger(cfg.state_path))
+    by_state: dict[str, int] = {}
+    for s in behind:
+        by_state[s.state.value] = by_state.get(s.state.value, 0) + 1
+    lines = describe_not_ingested(behind)
+    return dg.AssetCheckResult(
+        passed=not behind,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(
+            f"{len(behind)} source files are not in the store: "
+            + ", ".join(s.path.name for s in behind[:10])
+            + (" …" if len(behind) > 10 else "")
+            if behind
+            else "every source file is in the store"
+        ),
+        metadata={
+            "not_ingested": len(behind),
+            **{f"files_{state}": n for state, n in sorted(by_state.items())},
+            "files": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) or "_none_"),
+        },
+    )
+
+
 def build_checks(
     *, tag_coverage_floor: float = DEFAULT_TAG_COVERAGE_FLOOR
 ) -> list[dg.AssetChecksDefinition]:
     return [
         sources_parse,
+        sources_ingested,
         build_tagging_coverage_check(tag_coverage_floor),
         vectors_valid,
         index_consistency,
