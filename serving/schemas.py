@@ -336,4 +336,5 @@ class SystemStatsOut(_Report):
     embedder: str
     reranker: str
     reranker_status: McpText
+    spaces: McpText  # the server's binding: the space it writes to, those it reads
     generated_at: dt.datetime

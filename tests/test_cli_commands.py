@@ -44,7 +44,7 @@ HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings"}
 STATS_KEYS = {
     "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
     "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",
-    "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "generated_at",
+    "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "spaces", "generated_at",
     "importance_share", "tag_coverage",
 }  # fmt: skip
 DUPLICATES_KEYS = {

@@ -88,6 +88,7 @@ async def test_every_tool_bound_to_a_sees_nothing_of_b(
         found = structured(await client.call_tool("find_by_tag", {"tag": "team-b"}))
         assert found["total"] == 0
         stats = _text(await client.call_tool("get_system_stats", {}))
+        assert json.loads(stats)["spaces"] == "space 'project-a'"  # the agent sees its binding
         assert "team-b" not in stats and '"documents": 1' in stats.replace(" ", " ")
         forget = structured(
             await client.call_tool("run_forgetting_batch", {"score_threshold": 1.0})

@@ -64,6 +64,8 @@ class SystemStats:
     embedder: str
     reranker: str  # "none" when no cross-encoder is in use
     reranker_status: str
+    # The memory spaces these counts cover: where this memory writes, what it reads.
+    spaces: str = "space 'default'"
     generated_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     @property
@@ -85,7 +87,7 @@ class SystemStats:
     def render(self) -> str:
         idx = self.index
         lines = [
-            f"documents {self.documents}, chunks {self.chunks} "
+            f"{self.spaces}: documents {self.documents}, chunks {self.chunks} "
             f"({self.unindexed_chunks} waiting for update-index)",
             f"importance set on {self.importance_set} chunks ({self.importance_share:.0%}); "
             f"tagged {self.tagged_chunks} ({self.tag_coverage:.0%}), {self.distinct_tags} distinct tags",
@@ -181,4 +183,5 @@ def system_stats(
         embedder=embedder_id or "none",
         reranker=reranker_status if in_use else "none",
         reranker_status=reranker_status or "none",
+        spaces=store.spaces.describe(),
     )
