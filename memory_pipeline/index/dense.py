@@ -124,10 +124,10 @@ class DenseSegment:
         want = allowed[self.holds(allowed)]
         if not len(want) or self.folder is None:
             return []
-        rows = self._order[np.searchsorted(self._sorted_ids, want)]
+        rows = np.sort(self._order[np.searchsorted(self._sorted_ids, want)])
         vectors = np.load(self.folder / f"{self.name}.vecs.npy", mmap_mode="r")
-        scores = np.asarray(vectors[np.sort(rows)]) @ query.astype(np.float32, copy=False)
-        ids = self.ids[np.sort(rows)]
+        scores = np.asarray(vectors[rows]) @ query.astype(np.float32, copy=False)
+        ids = self.ids[rows]
         top = np.argsort(-scores, kind="stable")[:top_n]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
@@ -209,10 +209,17 @@ def scores_for_ids(
     return out, want
 
 
-def make_selector(allowed: np.ndarray | None, deleted: np.ndarray) -> faiss.IDSelector | None:
-    """A FAISS id selector for 'allowed and not deleted' (None when everything passes)."""
-    if allowed is not None:
-        keep = np.setdiff1d(allowed, deleted, assume_unique=False) if len(deleted) else allowed
+def allowed_live(allowed: np.ndarray | None, deleted: np.ndarray) -> np.ndarray | None:
+    """The allowed ids that are not deleted (None: no restriction)."""
+    if allowed is None:
+        return None
+    return np.setdiff1d(allowed, deleted) if len(deleted) else np.asarray(allowed)
+
+
+def make_selector(keep: np.ndarray | None, deleted: np.ndarray) -> faiss.IDSelector | None:
+    """A FAISS id selector for ``keep`` (allowed and not deleted, see ``allowed_live``),
+    or for 'not deleted' when nothing restricts (None when everything passes)."""
+    if keep is not None:
         return faiss.IDSelectorBatch(np.ascontiguousarray(keep, dtype=np.int64))
     if len(deleted):
         return faiss.IDSelectorNot(
@@ -232,10 +239,8 @@ def search_segments(
     """Top-n (id, inner product) over all segments, deleted ids excluded, filters first."""
     if allowed is not None and not len(allowed):
         return []
-    selector = make_selector(allowed, deleted)
-    keep = None
-    if allowed is not None:
-        keep = np.setdiff1d(allowed, deleted) if len(deleted) else np.asarray(allowed)
+    keep = allowed_live(allowed, deleted)
+    selector = make_selector(keep, deleted)
     merged: list[tuple[int, float]] = []
     for segment in segments:
         small = keep is not None and len(keep) <= max(
@@ -301,9 +306,10 @@ class SegmentWriter:
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """One new segment of ``ids`` (sorted, none held yet) and their vectors."""
-        if not len(ids):
-            return
-        name = f"seg{self.version:06d}"
+        if len(ids):
+            self._write(f"seg{self.version:06d}", ids, vectors)
+
+    def _write(self, name: str, ids: np.ndarray, vectors: np.ndarray) -> None:
         write_segment(
             self.folder,
             name,
@@ -344,16 +350,6 @@ class SegmentWriter:
         self.deleted = np.setdiff1d(self.deleted, merged_away)
         self.segments = [s for s in self.segments if s not in victims]
         if len(merged_ids):
-            name = f"mrg{self.version:06d}"
-            write_segment(
-                self.folder,
-                name,
-                merged_ids,
-                merged_vecs,
-                ivf_threshold=self.ivf_threshold,
-                dense_index=self.dense_index,
-            )
-            self.segments.append(SegmentInfo(name, len(merged_ids)))
-            self.seg_ids[name] = merged_ids
+            self._write(f"mrg{self.version:06d}", merged_ids, merged_vecs)
         log.info("merged %d segments into one of %d vectors", len(victims), len(merged_ids))
         return self.segments, self.deleted
