@@ -10,9 +10,10 @@ from typing import Any, Self
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.engine import create_engine, migrate, writer
+from memory_pipeline.store.schema import Document
 
 
 class StoreBase:
@@ -52,12 +53,21 @@ class StoreBase:
             return every, {}
         return scoped, {"spaces": sorted(self.spaces.read)}
 
-    def read_only(self, doc_id: str, space: str) -> InvalidInputError:
-        """The error for a change to a document this store reads but may not write."""
-        return InvalidInputError(
-            f"document {doc_id!r} is in space {space!r}, which this memory reads but does "
-            f"not write (it writes to {self.spaces.write!r})"
-        )
+    def _writable(self, s: Session, doc_id: str, *, missing_ok: bool = False) -> bool:
+        """Whether ``doc_id`` is in the space this store writes; a document of another
+        space is missing (``NotFoundError``, or False with ``missing_ok``) unless this
+        store reads it, when the error says it is read-only here."""
+        space = s.scalar(sa.select(Document.space).where(Document.doc_id == doc_id))
+        if space == self.spaces.write:
+            return True
+        if space is not None and self.spaces.reads(space):
+            raise InvalidInputError(
+                f"document {doc_id!r} is in space {space!r}, which this memory reads but "
+                f"does not write (it writes to {self.spaces.write!r})"
+            )
+        if missing_ok:
+            return False
+        raise NotFoundError(no_document(doc_id))
 
     @property
     def backend(self) -> str:
@@ -82,3 +92,7 @@ class StoreBase:
         """One transaction: everything inside commits together or not at all."""
         with Session(self._writer) as session, session.begin():
             yield session
+
+
+def no_document(doc_id: str) -> str:
+    return f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"

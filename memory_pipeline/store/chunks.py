@@ -121,13 +121,11 @@ class ChunkQueries(StoreBase):
     ) -> ChunkRecord:
         """Change a chunk's memory fields; vectors and indices are untouched."""
         with self.write() as s:
-            row = s.scalar(
-                sa.select(Chunk).where(Chunk.doc_id == doc_id, Chunk.chunk_index == chunk_index)
-            )
-            if row is not None and row.space != self.spaces.write:
-                if self.spaces.reads(row.space):
-                    raise self.read_only(doc_id, row.space)
-                row = None
+            row = None
+            if self._writable(s, doc_id, missing_ok=True):
+                row = s.scalar(
+                    sa.select(Chunk).where(Chunk.doc_id == doc_id, Chunk.chunk_index == chunk_index)
+                )
             if row is None:
                 raise NotFoundError(
                     f"no chunk {chunk_index} in document {doc_id!r}; list them with get_document_chunks"

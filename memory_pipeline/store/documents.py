@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
-from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.base import StoreBase, no_document
 from memory_pipeline.store.rows import batched, content_sha, doc_info
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
 from memory_pipeline.types import DocumentInfo, NewChunk
@@ -139,19 +139,6 @@ class DocumentQueries(StoreBase):
                 raise NotFoundError(no_document(doc_id))
             return n
 
-    def _writable(self, s: Session, doc_id: str, *, missing_ok: bool = False) -> bool:
-        """Whether ``doc_id`` is in the space this store writes; a document of another
-        space is missing (``NotFoundError``) unless this store reads it, when the error
-        says it is read-only here."""
-        space = s.scalar(sa.select(Document.space).where(Document.doc_id == doc_id))
-        if space == self.spaces.write:
-            return True
-        if space is not None and self.spaces.reads(space):
-            raise self.read_only(doc_id, space)
-        if missing_ok:
-            return False
-        raise NotFoundError(no_document(doc_id))
-
     def counts(self) -> dict[str, int]:
         with self.read() as s:
             docs = sa.select(sa.func.count()).select_from(Document)
@@ -160,10 +147,6 @@ class DocumentQueries(StoreBase):
                 "documents": int(s.scalar(docs.where(self.readable(Document.space))) or 0),
                 "chunks": int(s.scalar(chunks.where(self.readable(Chunk.space))) or 0),
             }
-
-
-def no_document(doc_id: str) -> str:
-    return f"no document with doc_id {doc_id!r}; find ids with search or find_by_tag"
 
 
 def _checked_vectors(chunks: Sequence[NewChunk], vectors: np.ndarray) -> np.ndarray:
