@@ -38,7 +38,8 @@ class LoadedVersion:
         BM25 partitions of those spaces; dense search is restricted by ids instead."""
         if self.partitions is None:
             return self
-        return replace(self, sparse=self.partitions.view(read))
+        view = self.partitions.view(read)
+        return self if view is self.sparse else replace(self, sparse=view)
 
     def member_ids(self) -> np.ndarray:
         """Ids this version serves (segment ids minus deleted), sorted."""

@@ -57,6 +57,8 @@ class PartitionedSparse:
     def view(self, read: Collection[str] | None) -> SparseIndex | PartitionedSparse:
         """The partitions of the spaces ``read`` (None: every one); a single partition
         is returned as itself, so its scores are exactly its own."""
+        if read is None and len(self.parts) != 1:
+            return self
         parts = self.parts if read is None else {s: p for s, p in self.parts.items() if s in read}
         if len(parts) == 1:
             return next(iter(parts.values()))
