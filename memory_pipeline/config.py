@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
 from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, DENSE_INDEXES
 from memory_pipeline.ingest.chunking import (
     DEFAULT_CHUNK_OVERLAP,
@@ -91,6 +92,31 @@ class IngestSettings(_Section):
 
 
 class IndexSettings(_Section):
+    # Where the index lives (memory_pipeline/index/backends): local (FAISS segments and
+    # tantivy files beside the database), pgvector (inside its PostgreSQL), qdrant, chroma.
+    backend: str = _var("INDEX_BACKEND", DEFAULT_BACKEND)
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, value: Any) -> Any:
+        name = str(value).strip().lower()
+        if name not in BACKENDS:
+            raise _Refused("backend", f"must be one of {', '.join(BACKENDS)}, got {value!r}")
+        return name
+
+    # pgvector: candidates the HNSW graph search keeps (hnsw.ef_search; at least top_n).
+    pgvector_ef_search: Annotated[int, annotated_types.Ge(1), annotated_types.Le(1000)] = _var(
+        "PGVECTOR_EF_SEARCH", DEFAULT_EF_SEARCH
+    )
+    # qdrant: a server's URL and API key; without a URL, Qdrant's local mode in qdrant_path.
+    qdrant_url: str | None = _var("QDRANT_URL")
+    qdrant_api_key: str | None = _var("QDRANT_API_KEY", repr=False)
+    qdrant_path: Path | None = _var("QDRANT_PATH")
+    # chroma: a server's URL (http://host:port); without one, an embedded store in chroma_path.
+    chroma_url: str | None = _var("CHROMA_URL")
+    chroma_path: Path | None = _var("CHROMA_PATH")
+    # Collection names on a shared Qdrant or Chroma server (one memory each).
+    collection: str = _var("INDEX_COLLECTION", "memory_pipeline")
     # flat (every search exact), ivf or hnsw: the approximate index of a segment with at
     # least ivf_threshold vectors.
     dense_index: str = _var("DENSE_INDEX", DEFAULT_DENSE_INDEX)
@@ -363,7 +389,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     str(info.validation_alias): (section, name) for name, (section, info) in _FIELDS.items()
 }
 _VAR_OF = {name: var for var, (_, name) in ENV_VARS.items()}
-SECRET_VARS = frozenset({"HYBRID_RAG_DATABASE_URL", "HYBRID_RAG_HTTP_TOKEN"})
+SECRET_VARS = frozenset(
+    {"HYBRID_RAG_DATABASE_URL", "HYBRID_RAG_HTTP_TOKEN", "HYBRID_RAG_QDRANT_API_KEY"}
+)
 
 
 def variable(field: str) -> str:

@@ -18,8 +18,8 @@ from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
 from memory_pipeline.errors import InvalidInputError, NotFoundError
-from memory_pipeline.index.manager import IndexWriter
-from memory_pipeline.index.reader import IndexReader, LoadedVersion
+from memory_pipeline.index.backends import open_backend
+from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.ingest.chunking import chunk_document
 from memory_pipeline.ingest.dates import date_for_existing, derive_source_date
 from memory_pipeline.ingest.loaders import (
@@ -132,7 +132,8 @@ class MemorySystem:
         what the settings say); the store applies it to every query."""
         self.settings = settings
         self.spaces = spaces or settings.spaces()
-        settings.index_path.mkdir(parents=True, exist_ok=True)
+        if settings.index.backend == "local":  # its folder first (often beside the database)
+            settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url, spaces=self.spaces)
         self.embedder: Embedder = embedder or embedder_for(settings)
         if reranker is not None:
@@ -140,14 +141,9 @@ class MemorySystem:
             self.reranker_status = f"cross-encoder {reranker.name}"
         else:
             self.reranker, self.reranker_status = load_reranker(settings.embedding.reranker)
-        self.reader = IndexReader(settings.index_path)
-        self.writer = IndexWriter(
-            self.store,
-            settings.index_path,
-            self.embedder.model_id,
-            ivf_threshold=settings.index.ivf_threshold,
-            dense_index=settings.index.dense_index,
-        )
+        self.backend = open_backend(settings, self.store, self.embedder.model_id)
+        self.reader = self.backend.source
+        self.writer = self.backend.updater
         self.searcher = HybridSearcher(
             self.store, self.reader, self.embedder, self.reranker, self.reranker_status
         )
@@ -495,7 +491,7 @@ class MemorySystem:
         """model id -> (dimension, vectors stored)."""
         return self.store.embedding_models()
 
-    def published(self) -> LoadedVersion | None:
+    def published(self) -> IndexView | None:
         """The published index version as this memory's spaces see it (None before the
         first update)."""
         version = self.reader.current()

@@ -67,6 +67,23 @@ def pgvector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
+def pgvector_url(pgvector_server: str) -> Iterator[str]:
+    """A fresh, empty database on the pgvector server for one test, dropped afterwards."""
+    import sqlalchemy as sa
+
+    name = f"mp_pgv_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pgvector_server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield pgvector_server.replace("/postgres?", f"/{name}?", 1)
+    finally:
+        with admin.connect() as c:
+            c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
 def pg_url(pg_available: bool) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
     name = f"mp_test_{uuid.uuid4().hex[:12]}"

@@ -51,6 +51,14 @@ CUSTOM = Settings(
     allowed_roots="/data/notes",
     allow_hard_links=True,
     http_token="a-secret-token",
+    backend="qdrant",
+    pgvector_ef_search=200,
+    qdrant_url="http://qdrant.example:6333",
+    qdrant_api_key="a-qdrant-key",
+    qdrant_path=Path("/data/qdrant"),
+    chroma_url="http://chroma.example:8000",
+    chroma_path=Path("/data/chroma"),
+    collection="team_memory",
 )
 # A serving secret stays with the server: the pipeline neither needs nor shows it.
 NOT_CARRIED = {"HYBRID_RAG_HTTP_TOKEN"}
@@ -128,6 +136,7 @@ def test_the_system_a_run_opens_uses_the_configured_settings(tmp_path: Path) -> 
         database_url=None,
         reranker=None,
         http_token=None,
+        backend="local",
     )
     resource = MemoryResource.from_settings(configured)
     system = resource.system()

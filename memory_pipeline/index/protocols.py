@@ -12,9 +12,13 @@ of unit vectors for dense, BM25 (``index/bm25.py``) for sparse; ids are chunk id
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from memory_pipeline.index.versions import Manifest
+    from memory_pipeline.types import IndexUpdateResult
 
 Ranked = list[tuple[int, float]]
 
@@ -55,6 +59,52 @@ class SparseIndex(Protocol):
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
         """BM25 of documents it does not hold, as if they had been added."""
+        ...
+
+
+class IndexView(Protocol):
+    """What a search reads: one published version of the local index, or the live
+    state of an index that lives in a database or a service."""
+
+    @property
+    def manifest(self) -> Manifest:
+        """Its model id, dimension, counts and version number."""
+        ...
+
+    @property
+    def dense(self) -> DenseIndex: ...
+
+    @property
+    def sparse(self) -> SparseIndex: ...
+
+    def for_spaces(self, read: Collection[str] | None) -> IndexView:
+        """This view as a memory reading ``read`` sees it (None: every space)."""
+        ...
+
+    def member_ids(self) -> np.ndarray:
+        """Every id the dense side serves, sorted."""
+        ...
+
+    def stored_sparse_ids(self) -> np.ndarray:
+        """Every id the BM25 side holds as stored now (not as loaded), sorted."""
+        ...
+
+    def size_bytes(self) -> int: ...
+
+
+class IndexSource(Protocol):
+    def current(self) -> IndexView | None:
+        """What serves now; None before anything is published."""
+        ...
+
+
+class IndexUpdater(Protocol):
+    def update(self) -> IndexUpdateResult:
+        """Take in what the store queued (the cost follows the change)."""
+        ...
+
+    def rebuild(self) -> IndexUpdateResult:
+        """Everything again from the stored vectors and texts; never re-embeds."""
         ...
 
 

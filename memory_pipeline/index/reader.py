@@ -15,7 +15,7 @@ from memory_pipeline.index.dense import DenseSegment, SegmentedDense
 from memory_pipeline.index.protocols import DenseIndex
 from memory_pipeline.index.protocols import SparseIndex as SparseSearch
 from memory_pipeline.index.sparse_spaces import PartitionedSparse
-from memory_pipeline.index.versions import Manifest, pointer_stamp, read_current
+from memory_pipeline.index.versions import Manifest, dir_size, pointer_stamp, read_current
 
 _SegmentKey = tuple[str, int, int, int, int]
 
@@ -44,6 +44,18 @@ class LoadedVersion:
     def member_ids(self) -> np.ndarray:
         """Ids this version serves (segment ids minus deleted), sorted."""
         return self.dense.member_ids()
+
+    def stored_sparse_ids(self) -> np.ndarray:
+        # A fresh view of the folder: the loaded one is the snapshot taken when it loaded.
+        parts = PartitionedSparse.open(self.path)
+        try:
+            return parts.ids()
+        finally:
+            parts.close()
+
+    def size_bytes(self) -> int:
+        # Hard links shared with older versions count in full: this is what the version needs.
+        return dir_size(self.path)
 
 
 def load_deleted(vdir: Path) -> np.ndarray:

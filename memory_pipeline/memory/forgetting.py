@@ -37,7 +37,7 @@ from memory_pipeline.store import Store, now_utc
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
-    from memory_pipeline.index.manager import IndexWriter
+    from memory_pipeline.index.protocols import IndexUpdater
 
 __all__ = [
     "ForgettingRefusedError",
@@ -183,7 +183,7 @@ def _params(params: MemoryParams, **extra: Any) -> dict[str, Any]:
 
 def run_forgetting_batch(
     store: Store,
-    writer: IndexWriter,
+    writer: IndexUpdater,
     archive_path: Path,
     embedder: Embedder,
     params: MemoryParams,

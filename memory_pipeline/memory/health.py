@@ -20,8 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from memory_pipeline.errors import IndexError_
-from memory_pipeline.index.reader import IndexReader, LoadedVersion
-from memory_pipeline.index.sparse_spaces import PartitionedSparse
+from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
 
@@ -115,7 +114,7 @@ def _finding(check: str, ids: Sequence[int] | np.ndarray, **fields: object) -> H
 @dataclass
 class _Context:
     store: Store
-    version: LoadedVersion | None
+    version: IndexView | None
     live: np.ndarray
     queued_adds: np.ndarray
     queued_dels: np.ndarray
@@ -136,8 +135,8 @@ def _db_snapshot(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _consistent_view(
-    store: Store, reader: IndexReader
-) -> tuple[LoadedVersion | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    store: Store, reader: IndexSource
+) -> tuple[IndexView | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The published version and a DB snapshot that belong together.
 
     A writer publishes first and clears the queue after, so if the version did
@@ -153,7 +152,7 @@ def _consistent_view(
     return again, snapshot
 
 
-def _number(version: LoadedVersion | None) -> int | None:
+def _number(version: IndexView | None) -> int | None:
     return version.manifest.version if version is not None else None
 
 
@@ -261,12 +260,7 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
     if ctx.version is None:
         return []
     try:
-        # A fresh view of the folder: the reader's is the snapshot taken when it loaded.
-        parts = PartitionedSparse.open(ctx.version.path)
-        try:
-            sparse_ids = parts.ids()
-        finally:
-            parts.close()
+        sparse_ids = ctx.version.stored_sparse_ids()
     except IndexError_ as exc:
         return [HealthFinding("dense_sparse", "error", 1, f"sparse index unreadable: {exc}")]
     dense_ids = ctx.version.member_ids()
@@ -336,7 +330,7 @@ CHECKS: dict[str, Check] = {
 
 
 def index_health(
-    store: Store, reader: IndexReader, archive_file: Path, model_id: str, dim: int | None
+    store: Store, reader: IndexSource, archive_file: Path, model_id: str, dim: int | None
 ) -> HealthReport:
     """Run every check in :data:`CHECKS`; read-only. ``healthy`` is False on any error."""
     timings: dict[str, float] = {}

@@ -32,7 +32,7 @@ from memory_pipeline.store.forgetting import RestoredChunk
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
-    from memory_pipeline.index.manager import IndexWriter
+    from memory_pipeline.index.protocols import IndexUpdater
 
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
 
@@ -159,7 +159,7 @@ def _vectors(
 
 def restore_archived(
     store: Store,
-    writer: IndexWriter,
+    writer: IndexUpdater,
     archive_path: Path,
     embedder: Embedder,
     *,

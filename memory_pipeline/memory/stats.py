@@ -10,8 +10,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memory_pipeline.index import versions
-from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.index.protocols import IndexSource
 from memory_pipeline.memory.health import render_table
 from memory_pipeline.store import Store
 
@@ -142,7 +141,7 @@ def _by_knowledge_type(
     return [KnowledgeTypeCount(k or UNSET, docs.get(k, 0), chunks.get(k, 0)) for k in kinds]
 
 
-def _index_info(reader: IndexReader) -> IndexInfo | None:
+def _index_info(reader: IndexSource) -> IndexInfo | None:
     loaded = reader.current()
     if loaded is None:
         return None
@@ -156,13 +155,12 @@ def _index_info(reader: IndexReader) -> IndexInfo | None:
         n_sparse=m.n_sparse,
         n_deleted=m.n_deleted,
         created_at=m.created_at,
-        # Hard links shared with older versions count in full: this is what the version needs.
-        size_bytes=versions.dir_size(loaded.path),
+        size_bytes=loaded.size_bytes(),
     )
 
 
 def system_stats(
-    store: Store, reader: IndexReader, *, embedder_id: str, reranker_status: str
+    store: Store, reader: IndexSource, *, embedder_id: str, reranker_status: str
 ) -> SystemStats:
     """Counts, coverage and usage of the memory plus what serves it; never writes."""
     counts = store.counts_report(ACCESS_BUCKETS, TOP_TAGS)

@@ -20,7 +20,7 @@ from memory_pipeline.pipeline.ingestion import sensors as ingestion_sensors
 from memory_pipeline.pipeline.maintenance import assets as maintenance_assets
 from memory_pipeline.pipeline.maintenance import jobs as maintenance_jobs
 from memory_pipeline.pipeline.maintenance import schedules as maintenance_schedules
-from memory_pipeline.pipeline.resources import URL_VAR, MemoryResource, SourcesResource
+from memory_pipeline.pipeline.resources import KEY_VAR, URL_VAR, MemoryResource, SourcesResource
 
 
 def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
@@ -45,7 +45,9 @@ def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
         resources={
             # The URL stays a reference to its variable: Dagster shows the name, not the value.
             "memory": MemoryResource.from_settings(
-                settings, database_url=dg.EnvVar(URL_VAR) if settings.database_url else None
+                settings,
+                database_url=dg.EnvVar(URL_VAR) if settings.database_url else None,
+                qdrant_api_key=dg.EnvVar(KEY_VAR) if settings.index.qdrant_api_key else None,
             ),
             "sources": SourcesResource(sources_file=pipeline.sources_file),
             "evaluation": EvaluationResource(

@@ -16,6 +16,7 @@ from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
 
 URL_VAR = variable("database_url")
+KEY_VAR = variable("qdrant_api_key")
 
 
 class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -24,14 +25,15 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     It holds the core's settings as ``HYBRID_RAG_*`` variables (those that differ from
     the defaults, so the UI shows what was configured) and reads them back with
     ``Settings.from_env``: every setting is carried, checked the same way, and no
-    default is written here. The database URL is a field of its own, given as
-    ``dg.EnvVar`` by the composition root, so a password never appears in the UI.
+    default is written here. The database URL and a Qdrant API key are fields of their
+    own, given as ``dg.EnvVar`` by the composition root, so a secret never appears in the UI.
 
     ``system()`` builds the whole system (the embedder loads its model lazily, on
     first use); ``store()`` is the database alone, for sensors that only count.
     """
 
     database_url: str | None = None
+    qdrant_api_key: str | None = None
     variables: dict[str, str] = Field(
         default_factory=dict, description="HYBRID_RAG_* settings (see the README), by name"
     )
@@ -41,18 +43,26 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, database_url: str | dg.EnvVar | None = None
+        cls,
+        settings: Settings,
+        *,
+        database_url: str | dg.EnvVar | None = None,
+        qdrant_api_key: str | dg.EnvVar | None = None,
     ) -> "MemoryResource":
-        """``database_url`` (e.g. ``dg.EnvVar(...)``) replaces the settings' own URL."""
+        """``database_url`` and ``qdrant_api_key`` (e.g. ``dg.EnvVar(...)``) replace the
+        settings' own."""
         url = database_url if database_url is not None else settings.database_url
-        return cls(database_url=url, variables=settings.to_env())
+        key = qdrant_api_key if qdrant_api_key is not None else settings.index.qdrant_api_key
+        return cls(database_url=url, qdrant_api_key=key, variables=settings.to_env())
 
     def settings(self) -> Settings:
-        raw = self.database_url
-        if isinstance(raw, dg.EnvVar):  # not yet resolved (used outside a run): as Dagster does
-            raw = raw.get_value()
-        url = {URL_VAR: raw} if raw else {}
-        return Settings.from_env({**self.variables, **url})
+        secrets = {}
+        for var, raw in ((URL_VAR, self.database_url), (KEY_VAR, self.qdrant_api_key)):
+            if isinstance(raw, dg.EnvVar):  # not yet resolved (outside a run): as Dagster does
+                raw = raw.get_value()
+            if raw:
+                secrets[var] = raw
+        return Settings.from_env({**self.variables, **secrets})
 
     def system(self) -> MemorySystem:
         if self._system is None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError
-from memory_pipeline.index.reader import IndexReader, LoadedVersion
+from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields
@@ -32,7 +32,7 @@ class HybridSearcher:
     def __init__(
         self,
         store: Store,
-        reader: IndexReader,
+        reader: IndexSource,
         embedder: Embedder,
         reranker: Reranker | None,
         reranker_status: str,
@@ -247,7 +247,7 @@ class HybridSearcher:
     def _rerank_on(self, params: SearchParams) -> bool:
         return params.use_reranker and self.reranker is not None
 
-    def _check_space(self, version: LoadedVersion, qvec: np.ndarray) -> None:
+    def _check_space(self, version: IndexView, qvec: np.ndarray) -> None:
         m = version.manifest
         if m.model_id != self.embedder.model_id or (m.dim and m.dim != qvec.shape[-1]):
             raise ModelMismatchError(

@@ -13,7 +13,7 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.index import bm25
-from memory_pipeline.index.reader import LoadedVersion
+from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.search.fusion import FUSION_METHODS, Fusion
 from memory_pipeline.search.run import Ranked, Run
@@ -112,7 +112,7 @@ class Retriever:
 
     def _unindexed(
         self,
-        version: LoadedVersion | None,
+        version: IndexView | None,
         qvec: np.ndarray,
         tokens: list[str],
         allowed: np.ndarray | None,

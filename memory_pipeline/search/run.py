@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory_pipeline.index.reader import LoadedVersion
+from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.search.params import SearchParams
 from memory_pipeline.types import ChunkRecord, SearchStats
 
@@ -36,7 +36,7 @@ class Run:
     tokens: list[str]
     params: SearchParams
     allowed: np.ndarray | None
-    version: LoadedVersion | None
+    version: IndexView | None
     stats: SearchStats
     timer: Timer
     dense: Ranked = field(default_factory=list)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -13,7 +13,20 @@ from sqlalchemy.orm import Session
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.engine import create_engine, migrate, writer
-from memory_pipeline.store.schema import Document
+from memory_pipeline.store.schema import Document, IndexChange
+
+
+class InTransactionIndex(Protocol):
+    """An index kept inside the store's own database and transactions (pgvector): what a
+    write adds or deletes reaches it before the same commit, so nothing is ever queued."""
+
+    def added(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        """Chunks (with their vectors) inserted by this transaction."""
+        ...
+
+    def deleted(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        """Chunks this transaction is about to delete."""
+        ...
 
 
 class StoreBase:
@@ -33,6 +46,27 @@ class StoreBase:
         self.engine = create_engine(url)
         self._writer = writer(self.engine)
         migrate(self.engine)
+        # Set by an index backend that lives in this database; otherwise changes are queued.
+        self.index_hook: InTransactionIndex | None = None
+
+    def queue_adds(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        """Chunks this transaction inserted (vectors stored): the index learns of them in
+        the same transaction, by its hook or through the index-change queue."""
+        if not ids:
+            return
+        if self.index_hook is not None:
+            self.index_hook.added(conn, ids)
+        else:
+            conn.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
+
+    def queue_deletes(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        """Chunks this transaction deletes (call before the delete)."""
+        if not ids:
+            return
+        if self.index_hook is not None:
+            self.index_hook.deleted(conn, ids)
+        else:
+            conn.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
 
     def in_space(self, space: str) -> Self:
         """This store (the same engine) bound to write and read ``space`` alone."""

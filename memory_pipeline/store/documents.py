@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase, no_document
 from memory_pipeline.store.rows import batched, content_sha, doc_info
-from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
+from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding
 from memory_pipeline.types import DocumentInfo, NewChunk
 
 
@@ -96,8 +96,8 @@ class DocumentQueries(StoreBase):
         with self.write() as s:
             for old in replace:
                 if self._writable(s, old, missing_ok=True):
-                    _delete_document(s, old)
-            return _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
+                    self._delete_document(s, old)
+            return self._insert_document(s, doc, chunks, vectors, model_id, tags)
 
     def store_document(
         self,
@@ -126,18 +126,40 @@ class DocumentQueries(StoreBase):
                 )
             )
             for old in older:
-                _delete_document(s, old)
-            ids = _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
+                self._delete_document(s, old)
+            ids = self._insert_document(s, doc, chunks, vectors, model_id, tags)
             return StoredDocument(ids=ids, replaced=older)
 
     def delete_document(self, doc_id: str) -> int:
         """Delete a document with its chunks, tags and vectors; returns chunks removed."""
         with self.write() as s:
             self._writable(s, doc_id)
-            n = _delete_document(s, doc_id)
+            n = self._delete_document(s, doc_id)
             if n is None:
                 raise NotFoundError(no_document(doc_id))
             return n
+
+    def _insert_document(
+        self,
+        s: Session,
+        doc: DocumentInfo,
+        chunks: Sequence[NewChunk],
+        vectors: np.ndarray,
+        model_id: str,
+        tags: Sequence[str],
+    ) -> list[int]:
+        ids = _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
+        self.queue_adds(s.connection(), ids)
+        return ids
+
+    def _delete_document(self, s: Session, doc_id: str) -> int | None:
+        """Delete one document (cascading to chunks, tags, vectors) and queue its chunk ids."""
+        ids = list(s.scalars(sa.select(Chunk.id).where(Chunk.doc_id == doc_id)))
+        self.queue_deletes(s.connection(), ids)
+        result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            return None
+        return len(ids)
 
     def counts(self) -> dict[str, int]:
         with self.read() as s:
@@ -164,7 +186,8 @@ def _insert_document(
     tags: Sequence[str],
     space: str,
 ) -> list[int]:
-    """Insert one document (into ``space``) with its chunks, tags, vectors and queued adds."""
+    """Insert one document (into ``space``) with its chunks, tags and vectors; returns the
+    new chunk ids (the caller queues them for the index)."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
     s.add(
         Document(
@@ -210,7 +233,6 @@ def _insert_document(
     if tags:
         s.execute(sa.insert(ChunkTag), [{"chunk_id": i, "tag": t} for i in ids for t in tags])
     if ids:
-        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
         s.execute(
             sa.insert(Embedding),
             [
@@ -219,17 +241,6 @@ def _insert_document(
             ],
         )
     return ids
-
-
-def _delete_document(s: Session, doc_id: str) -> int | None:
-    """Delete one document (cascading to chunks, tags, vectors) and queue its chunk ids."""
-    ids = list(s.scalars(sa.select(Chunk.id).where(Chunk.doc_id == doc_id)))
-    result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))
-    if result.rowcount == 0:  # type: ignore[attr-defined]
-        return None
-    if ids:
-        s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
-    return len(ids)
 
 
 _LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source).where(

@@ -22,7 +22,6 @@ from memory_pipeline.store.schema import (
     Chunk,
     Document,
     ForgettingRun,
-    IndexChange,
 )
 from memory_pipeline.types import DocumentInfo
 
@@ -117,13 +116,13 @@ class ForgettingQueries(StoreBase):
         with self.write() as s:
             for start in range(0, len(ids), _BATCH):
                 batch = list(ids[start : start + _BATCH])
+                self.queue_deletes(s.connection(), batch)
                 result = s.execute(
                     sa.delete(Chunk)
                     .where(Chunk.id.in_(batch))
                     .execution_options(synchronize_session=False)
                 )
                 deleted += int(result.rowcount)  # type: ignore[attr-defined]
-                s.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in batch])
             s.execute(
                 sa.update(ForgettingRun)
                 .where(ForgettingRun.run_id == run_id)
@@ -210,9 +209,7 @@ class ForgettingQueries(StoreBase):
                     for i, v in zip(ids, chosen, strict=True)
                 ],
             )
-            c.execute(
-                sa.insert(_TABLES["index_changes"]), [{"chunk_id": i, "op": "add"} for i in ids]
-            )
+            self.queue_adds(c, ids)
             c.execute(
                 sa.insert(_TABLES["archive_restores"]),
                 [

@@ -11,7 +11,6 @@ from typing import Any
 
 import dagster as dg
 
-from memory_pipeline.index.versions import dir_size
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
 from memory_pipeline.sources.sync import SyncPlan, SyncReport, apply_sync, plan_sync
@@ -180,7 +179,8 @@ def search_index(memory: MemoryResource) -> dg.MaterializeResult:
             "chunks_removed": result.removed,
             "vectors_indexed": result.n_dense,
             "bm25_documents": result.n_sparse,
-            "index_size_bytes": dir_size(loaded.path) if loaded else 0,
+            "index_size_bytes": loaded.size_bytes() if loaded else 0,
+            "index_backend": system.backend.name,
             "model_id": manifest.model_id if manifest else system.model_id,
             "dim": manifest.dim if manifest else 0,
             "seconds": round(result.seconds, 3),

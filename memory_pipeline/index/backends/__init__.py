@@ -1,0 +1,69 @@
+"""Where the index lives, chosen by ``HYBRID_RAG_INDEX_BACKEND`` (``names.BACKENDS``).
+
+Every backend serves the same two seams: an ``IndexSource`` (what a search reads) and
+an ``IndexUpdater`` (update, rebuild), so the whole search — fusion, guaranteed
+candidates, the cross-encoder, the memory axis, MMR — runs unchanged on each. The
+database stays the source of truth everywhere: vectors are stored there, and any
+backend can be filled again from it (``rebuild-index``) without re-embedding.
+
+* ``local``: FAISS segments and tantivy files in versioned folders (``index/manager``).
+* ``pgvector``: inside the memory's PostgreSQL, written in the chunks' own transactions.
+* ``qdrant``, ``chroma``: a vector service fed from the store's change queue.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memory_pipeline.errors import IndexError_
+from memory_pipeline.index.backends.names import EXTRAS
+from memory_pipeline.index.protocols import IndexSource, IndexUpdater
+
+if TYPE_CHECKING:
+    from memory_pipeline.config import Settings
+    from memory_pipeline.store import Store
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    source: IndexSource
+    updater: IndexUpdater
+
+
+def require(module: str, backend: str) -> None:
+    """Import ``module`` or say which extra installs it."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise IndexError_(
+            f"the {backend} index backend needs the {module!r} package: "
+            f"pip install 'memory-pipeline[{EXTRAS[backend]}]' (or HYBRID_RAG_INDEX_BACKEND=local)"
+        ) from exc
+
+
+def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
+    """The configured backend over ``store`` for vectors of ``model_id``."""
+    name = settings.index.backend
+    if name == "local":
+        from memory_pipeline.index.manager import IndexWriter
+        from memory_pipeline.index.reader import IndexReader
+
+        settings.index_path.mkdir(parents=True, exist_ok=True)
+        writer = IndexWriter(
+            store,
+            settings.index_path,
+            model_id,
+            ivf_threshold=settings.index.ivf_threshold,
+            dense_index=settings.index.dense_index,
+        )
+        return Backend(name, IndexReader(settings.index_path), writer)
+    if name == "pgvector":
+        require("pgvector", name)
+        from memory_pipeline.index.backends.pgvector import PgVectorIndex
+
+        pg = PgVectorIndex(store, model_id, ef_search=settings.index.pgvector_ef_search)
+        return Backend(name, pg, pg)
+    raise IndexError_(f"index backend {name!r} is not available yet")

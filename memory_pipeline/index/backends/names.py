@@ -1,0 +1,15 @@
+"""The index backends by name, and what each needs installed (no imports of their clients)."""
+
+from __future__ import annotations
+
+DEFAULT_BACKEND = "local"
+#: backend -> the optional extra that installs its client ('' when nothing extra is needed)
+EXTRAS: dict[str, str] = {
+    "local": "",
+    "pgvector": "pgvector",
+    "qdrant": "qdrant",
+    "chroma": "chroma",
+}
+BACKENDS: tuple[str, ...] = tuple(EXTRAS)
+#: pgvector's hnsw.ef_search for a search of up to this many results (more: top_n itself)
+DEFAULT_EF_SEARCH = 100
