@@ -592,7 +592,12 @@ class MemorySystem:
     def index_health(self) -> HealthReport:
         """Read-only consistency report of store, index, vectors and archive."""
         return index_health(
-            self.store, self.reader, self.archive_file, self.embedder.model_id, self.embedder.dim
+            self.store,
+            self.reader,
+            self.archive_file,
+            self.embedder.model_id,
+            self.embedder.dim,
+            backend=self.backend.name,
         )
 
     def system_stats(self) -> SystemStats:
@@ -601,6 +606,7 @@ class MemorySystem:
             self.reader,
             embedder_id=self.embedder.model_id,
             reranker_status=self.reranker_status,
+            backend=self.backend.name,
         )
 
     def duplicate_audit(self, *, threshold: float = 0.95, max_pairs: int = 1000) -> DuplicateReport:

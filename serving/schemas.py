@@ -293,6 +293,7 @@ class HealthReportOut(_Report):
     checked_at: dt.datetime
     index_version: int | None = None
     timings: dict[str, Rounded]
+    backend: str = Field(description="where the index lives: local, pgvector, qdrant or chroma")
 
 
 class KnowledgeTypeCount(_Report):
@@ -311,6 +312,7 @@ class IndexInfo(_Report):
     n_deleted: int
     created_at: str
     size_bytes: int
+    backend: str = Field(description="where the index lives: local, pgvector, qdrant or chroma")
 
 
 class TagCount(_Report):

@@ -40,7 +40,7 @@ HIT_KEYS = {
     "chunk_id", "doc_id", "chunk_index", "content", "knowledge_type", "importance", "tags",
     "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source",
 }  # fmt: skip
-HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings"}
+HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings", "backend"}
 STATS_KEYS = {
     "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
     "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",

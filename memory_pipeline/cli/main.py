@@ -17,6 +17,7 @@ from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
+from memory_pipeline.index.backends.names import BACKENDS
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K
@@ -34,6 +35,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "db_path": Path(args.db) if args.db else None,
         "index_path": Path(args.index) if args.index else None,
         "database_url": args.database_url,
+        "backend": args.backend,
         "model": args.model,
         "space": args.space,
         "read_spaces": tuple(args.read_space) if args.read_space else None,
@@ -140,19 +142,21 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    r = _system(args).update_index()
+    system = _system(args)
+    r = system.update_index()
     print(
         f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}, "
-        f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s"
+        f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s ({system.backend.name})"
     )
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    r = _system(args).rebuild_index()
+    system = _system(args)
+    r = system.rebuild_index()
     print(
         f"index version {r.version} (rebuild): {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
-        f"{r.seconds:.2f}s"
+        f"{r.seconds:.2f}s ({system.backend.name})"
     )
     return 0
 
@@ -190,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--db", help="SQLite file (default: hybrid_rag.db)")
     common.add_argument("--index", help="index folder (default: indices)")
     common.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql://…")
+    common.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="where the index lives (default: local, or HYBRID_RAG_INDEX_BACKEND); "
+        "rebuild-index --backend pgvector fills a new backend from the stored vectors",
+    )
     common.add_argument(
         "--model",
         help="embedding model name or path (default: multilingual-e5-small; "

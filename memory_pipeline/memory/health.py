@@ -48,6 +48,7 @@ class HealthReport:
     checked_at: dt.datetime
     index_version: int | None
     timings: dict[str, float]  # milliseconds per check
+    backend: str = "local"  # where the index lives (HYBRID_RAG_INDEX_BACKEND)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -62,7 +63,7 @@ class HealthReport:
         ]
         verdict = "healthy" if self.healthy else "UNHEALTHY"
         version = "none" if self.index_version is None else str(self.index_version)
-        head = f"memory health: {verdict} (index version {version}, {self.checked_at:%Y-%m-%d %H:%M:%S} UTC)"
+        head = f"memory health: {verdict} ({self.backend} index version {version}, {self.checked_at:%Y-%m-%d %H:%M:%S} UTC)"
         return (
             head + "\n" + render_table(["severity", "check", "count", "message", "examples"], rows)
         )
@@ -330,7 +331,13 @@ CHECKS: dict[str, Check] = {
 
 
 def index_health(
-    store: Store, reader: IndexSource, archive_file: Path, model_id: str, dim: int | None
+    store: Store,
+    reader: IndexSource,
+    archive_file: Path,
+    model_id: str,
+    dim: int | None,
+    *,
+    backend: str = "local",
 ) -> HealthReport:
     """Run every check in :data:`CHECKS`; read-only. ``healthy`` is False on any error."""
     timings: dict[str, float] = {}
@@ -359,4 +366,5 @@ def index_health(
         checked_at=dt.datetime.now(dt.UTC),
         index_version=_number(version),
         timings=timings,
+        backend=backend,
     )

@@ -44,6 +44,7 @@ class IndexInfo:
     n_deleted: int
     created_at: str
     size_bytes: int
+    backend: str = "local"  # where it lives (HYBRID_RAG_INDEX_BACKEND)
 
 
 @dataclass
@@ -92,7 +93,7 @@ class SystemStats:
             f"tagged {self.tagged_chunks} ({self.tag_coverage:.0%}), {self.distinct_tags} distinct tags",
             "index: none published; run update-index"
             if idx is None
-            else f"index: version {idx.version} ({idx.kind}), {idx.n_dense} vectors, "
+            else f"index ({idx.backend}): version {idx.version} ({idx.kind}), {idx.n_dense} vectors, "
             f"{idx.n_sparse} BM25 docs, {idx.n_deleted} deleted, {_size(idx.size_bytes)}, "
             f"model {idx.model_id} (dim {idx.dim})",
             f"embedder: {self.embedder}",
@@ -141,7 +142,7 @@ def _by_knowledge_type(
     return [KnowledgeTypeCount(k or UNSET, docs.get(k, 0), chunks.get(k, 0)) for k in kinds]
 
 
-def _index_info(reader: IndexSource) -> IndexInfo | None:
+def _index_info(reader: IndexSource, backend: str) -> IndexInfo | None:
     loaded = reader.current()
     if loaded is None:
         return None
@@ -156,11 +157,17 @@ def _index_info(reader: IndexSource) -> IndexInfo | None:
         n_deleted=m.n_deleted,
         created_at=m.created_at,
         size_bytes=loaded.size_bytes(),
+        backend=backend,
     )
 
 
 def system_stats(
-    store: Store, reader: IndexSource, *, embedder_id: str, reranker_status: str
+    store: Store,
+    reader: IndexSource,
+    *,
+    embedder_id: str,
+    reranker_status: str,
+    backend: str = "local",
 ) -> SystemStats:
     """Counts, coverage and usage of the memory plus what serves it; never writes."""
     counts = store.counts_report(ACCESS_BUCKETS, TOP_TAGS)
@@ -177,7 +184,7 @@ def system_stats(
         total_accesses=counts.total_accesses,
         unindexed_chunks=counts.unindexed_chunks,
         vectors_by_model=counts.vectors_by_model,
-        index=_index_info(reader),
+        index=_index_info(reader, backend),
         embedder=embedder_id or "none",
         reranker=reranker_status if in_use else "none",
         reranker_status=reranker_status or "none",

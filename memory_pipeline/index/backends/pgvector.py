@@ -275,7 +275,8 @@ class PgSparse:
         cond, params = _space_cond("space", self.spaces)
         pcond, _ = _space_cond("p.space", self.spaces)
         dcond, _ = _space_cond("d.space", self.spaces)
-        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        # Given ids, the primary key (chunk_id, term) finds their postings directly.
+        only = "AND p.chunk_id = ANY(:ids) AND p.term = ANY(:terms)" if ids is not None else ""
         limit = "LIMIT :n" if top_n is not None else ""
         sql = f"""
             WITH st AS (
@@ -475,6 +476,12 @@ class PgVectorIndex:
         with self.engine.connect() as c:
             state = _state(c)
             if state is None:
+                if c.execute(sa.text("SELECT EXISTS (SELECT 1 FROM chunks)")).scalar():
+                    raise IndexError_(
+                        "the memory holds chunks but the pgvector index was never built for "
+                        "them (they were indexed by another backend); run rebuild-index once "
+                        "(it fills the index from the stored vectors)"
+                    )
                 return None
             by_space = {
                 str(space): int(n)

@@ -1,0 +1,155 @@
+"""The pgvector backend's own promises, on a real PostgreSQL 16 with pgvector.
+
+BM25 in SQL equals ``rank_bm25`` (with Lucene's idf) on the project's tokens, and keeps
+equalling it after adds and deletes (statistics exact, not approximate); a memory moves
+from ``local`` to ``pgvector`` with one ``rebuild-index``; a rebuild leaves searches
+serving the old tables until it commits; the errors name what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.errors import IndexError_
+from memory_pipeline.index.backends.pgvector import LOCK_KEY
+from memory_pipeline.index.bm25 import K1 as BM25_K1
+from memory_pipeline.index.bm25 import B as BM25_B
+from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.system import MemorySystem
+from tests.conftest import make_settings
+from tests.test_sparse import CORPUS_TEXTS, QUERIES, LuceneIdfBM25, dedupe, ranking
+
+
+def _memory(tmp_path: Path, url: str, **kw: object) -> MemorySystem:
+    settings = make_settings(tmp_path, database_url=url, backend="pgvector", max_chunk_size=256)
+    return MemorySystem(settings.replace(**kw), embedder=HashingEmbedder())
+
+
+def _check_parity(memory: MemorySystem, live: dict[int, str]) -> None:
+    """BM25 of every query over the live texts, as rank_bm25 computes it."""
+    ids = sorted(live)
+    corpus = [tokenize(live[i]) for i in ids]
+    reference = LuceneIdfBM25(corpus, k1=BM25_K1, b=BM25_B)
+    view = memory.published()
+    assert view is not None
+    for text in QUERIES:
+        query = dedupe(tokenize(text))
+        scores = reference.get_scores(query)
+        expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
+        got = view.sparse.search(query, len(ids))
+        assert dict(got) == pytest.approx(dict(expected), rel=1e-9), text
+        assert ranking(got, 5) == ranking(expected, 5), text
+        assert {i for i, _ in view.sparse.search(query, 5)} == set(ranking(expected, 5)), text
+        some = ids[::3]
+        assert dict(view.sparse.scores_for(query, some)) == pytest.approx(
+            {i: s for i, s in expected if i in some}, rel=1e-9
+        )
+
+
+def test_bm25_equals_rank_bm25_through_adds_and_deletes(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        # Every text is one chunk of at most 40 tokens: lengths are stored exactly.
+        docs = {t: memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)}
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
+        for text in CORPUS_TEXTS[::4]:  # deletes: N, lengths and document frequencies fall
+            memory.delete_document(docs[text])
+        live = {cid: t for cid, t in live.items() if t not in CORPUS_TEXTS[::4]}
+        _check_parity(memory, live)
+        added = memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
+        live.update(
+            {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        )
+        assert added.chunks == 1
+        _check_parity(memory, live)
+        with memory.store.engine.connect() as c:  # the statistics rows agree with the rows
+            n, tokens = c.execute(sa.text("SELECT n_docs, n_tokens FROM pgv_stats")).one()
+            assert n == len(live) and tokens == sum(len(tokenize(t)) for t in live.values())
+            negative = c.execute(sa.text("SELECT count(*) FROM pgv_df WHERE df <= 0")).scalar()
+            assert negative == 0
+    finally:
+        memory.close()
+
+
+def test_a_local_memory_moves_to_pgvector_with_one_rebuild(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    local = MemorySystem(
+        make_settings(tmp_path, database_url=pgvector_url, max_chunk_size=256),
+        embedder=HashingEmbedder(),
+    )
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            local.ingest_text(text, f"t{k}")
+        local.update_index()
+        want = [[h.chunk_id for h in local.query(q, record_access=False).hits] for q in QUERIES]
+    finally:
+        local.close()
+    moved = _memory(tmp_path, pgvector_url)
+    try:
+        with pytest.raises(IndexError_, match="rebuild-index"):
+            moved.query("BM25", record_access=False)  # not silently empty
+        result = moved.rebuild_index()
+        assert result.n_dense == len(CORPUS_TEXTS) and moved.index_health().healthy
+        got = [[h.chunk_id for h in moved.query(q, record_access=False).hits] for q in QUERIES]
+        assert got == want
+    finally:
+        moved.close()
+
+
+def test_searches_go_on_during_a_rebuild(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        before = memory.query("BM25 keyword", record_access=False).hits
+        engine = sa.create_engine(pgvector_url)
+        with engine.begin() as c:  # a rebuild in flight holds the writers' lock...
+            c.execute(sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})"))
+            c.execute(sa.text("CREATE TABLE pgv_vectors_v99 (chunk_id bigint)"))
+            # ...and searches still answer from the live tables.
+            during = memory.query("BM25 keyword", record_access=False).hits
+            assert [h.chunk_id for h in during] == [h.chunk_id for h in before]
+        engine.dispose()
+        assert memory.rebuild_index().version == 2
+        after = memory.query("BM25 keyword", record_access=False).hits
+        assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
+    finally:
+        memory.close()
+
+
+def test_a_filtered_dense_search_is_exact(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        view = memory.published()
+        assert view is not None
+        ids = memory.store.all_ids()
+        found, vecs = memory.store.vectors_for(ids.tolist(), memory.model_id)
+        q = memory.embedder.embed_query("vector search")
+        allowed = np.sort(found[::5])
+        exact = sorted(
+            zip(found.tolist(), (vecs @ q).tolist(), strict=True), key=lambda p: (-p[1], p[0])
+        )
+        want = [i for i, _ in exact if i in set(allowed.tolist())][:3]
+        assert [i for i, _ in view.dense.search(q, 3, allowed=allowed)] == want
+    finally:
+        memory.close()
+
+
+def test_sqlite_is_refused_with_what_to_set(tmp_path: Path) -> None:
+    with pytest.raises(IndexError_, match="HYBRID_RAG_DATABASE_URL"):
+        MemorySystem(make_settings(tmp_path, backend="pgvector"), embedder=HashingEmbedder())
+
+
+def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> None:
+    """Debian's PostgreSQL 15 here has no pgvector: the error says so, and what to do."""
+    with pytest.raises(IndexError_, match="CREATE EXTENSION vector"):
+        _memory(tmp_path, pg_url)
