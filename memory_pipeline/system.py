@@ -149,6 +149,7 @@ class MemorySystem:
         )
 
     def close(self) -> None:
+        self.backend.close()
         self.store.close()
 
     def in_space(self, space: str) -> Self:

@@ -43,7 +43,7 @@ for n in itertools.count():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["local", "pgvector"])
+@pytest.mark.parametrize("backend", ["local", "pgvector", "qdrant", "chroma"])
 def test_a_killed_writer_leaves_the_previous_state_serving(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -153,3 +153,47 @@ def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> No
     """Debian's PostgreSQL 15 here has no pgvector: the error says so, and what to do."""
     with pytest.raises(IndexError_, match="CREATE EXTENSION vector"):
         _memory(tmp_path, pg_url)
+
+
+def test_bm25_pruned_for_common_terms_equals_the_full_sum(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries mixing very common and rare words take the MaxScore path; its top n is
+    rank_bm25's, for every n and under an id filter."""
+    from memory_pipeline.index.backends import pgvector as pgv
+
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(400)]
+    zipf = 1.0 / np.arange(1, len(vocab) + 1)
+    texts = [
+        " ".join(rng.choice(vocab, size=int(rng.integers(5, 40)), p=zipf / zipf.sum()))
+        for _ in range(600)
+    ]
+    memory = _memory(tmp_path, pgvector_url)
+    pruned = []
+    real = pgv.PgSparse._pruned
+    monkeypatch.setattr(
+        pgv.PgSparse, "_pruned", lambda self, *a: pruned.append(1) or real(self, *a)
+    )
+    try:
+        for k, text in enumerate(texts):  # one chunk each
+            memory.ingest_text(text, f"z{k}")
+        ids = sorted(memory.store.all_ids().tolist())
+        live = memory.store.get_chunks(ids)
+        corpus = [tokenize(live[i].content) for i in ids]
+        reference = LuceneIdfBM25(corpus, k1=BM25_K1, b=BM25_B)
+        view = memory.published()
+        assert view is not None
+        for query in (["w0", "w1", "w250"], ["w2", "w399", "w150", "w0"], ["w3", "w120"]):
+            scores = reference.get_scores(query)
+            expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
+            for n in (1, 5, 20):
+                got = view.sparse.search(query, n)
+                assert ranking(got, n) == ranking(expected, n), (query, n)
+                assert dict(got) == pytest.approx({i: s for i, s in expected if i in dict(got)})
+            allowed = set(ids[::7])
+            got = view.sparse.search(query, 5, allowed_ids=allowed)
+            assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
+        assert pruned, "no query took the pruned path"
+    finally:
+        memory.close()

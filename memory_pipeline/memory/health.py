@@ -267,7 +267,10 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
     dense_ids = ctx.version.member_ids()
     only_dense = np.setdiff1d(dense_ids, sparse_ids)
     only_sparse = np.setdiff1d(sparse_ids, dense_ids)
-    disagree = np.union1d(only_dense, only_sparse)
+    # A change still queued may have reached one side and not yet the other (a vector
+    # service killed mid-update): the next update completes it, searches score it already.
+    queued = np.union1d(ctx.queued_adds, ctx.queued_dels)
+    disagree = np.setdiff1d(np.union1d(only_dense, only_sparse), queued)
     stale: list[HealthFinding] = []
     if ctx.version.manifest.stale_tokens:
         stale.append(

@@ -5,9 +5,9 @@
   (runs tagged ``memory_pipeline/writer``), and every pool (``index_writer``,
   ``source_ingest``) one step at a time;
 * storage: SQLite files under ``$DAGSTER_HOME/storage`` by default; PostgreSQL
-  (``pip install dagster-postgres==<dagster's version>``) when the memory store is
-  on PostgreSQL too — the connection URL is read from ``DAGSTER_PG_URL`` when
-  Dagster starts, never written into the file.
+  (``dagster-postgres``, installed with the project) when the memory store is on
+  PostgreSQL too — the connection URL (``postgresql+psycopg2://…``) is read from
+  ``DAGSTER_PG_URL`` when Dagster starts, never written into the file.
 
 Usage: ``python -m memory_pipeline.pipeline.instance DAGSTER_HOME [--storage postgres]``.
 """

@@ -111,6 +111,8 @@ class ChangeQueries(StoreBase):
 
     def pending_adds(self) -> list[int]:
         """Live chunks that the published index may not hold yet."""
+        if self.index_hook is not None:  # it holds every chunk once committed
+            return []
         with self.conn() as c:
             # A join, not IN (SELECT ...): the queue is usually tiny and must drive the plan;
             # the space is checked here, not in SQL, so the planner never starts from the

@@ -14,6 +14,7 @@ backend can be filled again from it (``rebuild-index``) without re-embedding.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,11 +27,16 @@ if TYPE_CHECKING:
     from memory_pipeline.store import Store
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
     source: IndexSource
     updater: IndexUpdater
+    close: Callable[[], None] = _nothing  # releases the backend's clients
 
 
 def require(module: str, backend: str) -> None:
@@ -66,4 +72,16 @@ def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
 
         pg = PgVectorIndex(store, model_id, ef_search=settings.index.pgvector_ef_search)
         return Backend(name, pg, pg)
+    if name == "qdrant":
+        require("qdrant_client", name)
+        from memory_pipeline.index.backends.qdrant import open_qdrant
+
+        qdrant = open_qdrant(settings, store, model_id)
+        return Backend(name, qdrant, qdrant, qdrant.close)
+    if name == "chroma":
+        require("chromadb", name)
+        from memory_pipeline.index.backends.chroma import open_chroma
+
+        chroma = open_chroma(settings, store, model_id)
+        return Backend(name, chroma, chroma, chroma.close)
     raise IndexError_(f"index backend {name!r} is not available yet")

@@ -58,6 +58,11 @@ MAX_EF_SEARCH = 1000
 _BATCH = 2_000
 TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats")
 
+# BM25 of one posting (tf, qlen) for a term of weight w = idf * (k1 + 1) (index/bm25.py).
+_TERM_SCORE = f"w.w * p.tf / (p.tf + {bm25.K1} * ({1 - bm25.B} + {bm25.B} * p.qlen / :avgdl))"
+# A term in more than 1/COMMON_SHARE of the documents is scored last (MaxScore).
+COMMON_SHARE = 50
+
 _LOCK = sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
 _INDEX_TABLE = sa.text(
     "CREATE TABLE IF NOT EXISTS pgv_index (id integer PRIMARY KEY CHECK (id = 1), "
@@ -260,46 +265,153 @@ class PgSparse:
     def search(
         self, query_tokens: Sequence[str], top_n: int, *, allowed_ids: Collection[int] | None = None
     ) -> Ranked:
+        """Top-n BM25, exact. Terms in more than 1/COMMON_SHARE of the documents cost the
+        most and weigh the least: they are scored only for the documents that can still
+        reach the top n once they are added (MaxScore), unless that cannot be proven."""
         terms = list(dict.fromkeys(t for t in query_tokens if t))
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
-        return self._score(terms, top_n, allowed_ids)
+        with self.engine.connect() as c:
+            stats = self._stats(c, terms)
+            if stats is None:
+                return []
+            weights, avgdl = stats
+            ids = _ids(allowed_ids)
+            n_docs = self._num_docs or 1
+            common = {t for t, (_, df) in weights.items() if df * COMMON_SHARE > n_docs}
+            rare = {t: w for t, (w, _) in weights.items() if t not in common}
+            bound = sum(weights[t][0] for t in common)  # the most the common terms can add
+            if common and rare:
+                first = self._sum(c, rare, avgdl, ids=ids, top_n=top_n)
+                if len(first) == top_n and first[-1][1] > bound:
+                    floor = first[-1][1] - bound
+                    return self._pruned(c, rare, common, weights, avgdl, ids, floor, top_n)
+            every = {t: w for t, (w, _) in weights.items()}
+            return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
 
     def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
         terms = list(dict.fromkeys(t for t in query_tokens if t))
         if not terms or not len(ids):
             return []
-        return self._score(terms, None, ids)
+        with self.engine.connect() as c:
+            stats = self._stats(c, terms)
+            if stats is None:
+                return []
+            weights, avgdl = stats
+            every = {t: w for t, (w, _) in weights.items()}
+            return self._sum(c, every, avgdl, ids=_ids(ids), by_id=True)
 
-    def _score(self, terms: list[str], top_n: int | None, ids: Collection[int] | None) -> Ranked:
+    def _stats(
+        self, c: sa.Connection, terms: list[str]
+    ) -> tuple[dict[str, tuple[float, int]], float] | None:
+        """term -> (idf * (k1 + 1), df) of the query's terms present, and the average
+        document length, over the spaces read."""
         cond, params = _space_cond("space", self.spaces)
-        pcond, _ = _space_cond("p.space", self.spaces)
-        dcond, _ = _space_cond("d.space", self.spaces)
-        # Given ids, the primary key (chunk_id, term) finds their postings directly.
-        only = "AND p.chunk_id = ANY(:ids) AND p.term = ANY(:terms)" if ids is not None else ""
-        limit = "LIMIT :n" if top_n is not None else ""
-        sql = f"""
-            WITH st AS (
-              SELECT coalesce(sum(n_docs), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t
-                FROM pgv_stats WHERE {cond}),
-            w AS (
-              SELECT d.term, ln(1 + (st.n - sum(d.df) + 0.5) / (sum(d.df) + 0.5)) * {1 + bm25.K1}
-                     AS w
-                FROM pgv_df d, st WHERE d.term = ANY(:terms) AND {dcond}
-               GROUP BY d.term, st.n)
-            SELECT p.chunk_id,
-                   sum(w.w * p.tf / (p.tf + {bm25.K1} * ({1 - bm25.B} + {bm25.B} * p.qlen
-                       / (st.t / st.n)))) AS s
-              FROM w JOIN pgv_postings p ON p.term = w.term CROSS JOIN st
-             WHERE {pcond} {only}
-             GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id {limit}"""
-        args: dict[str, Any] = {"terms": terms, **params}
+        n, t = c.execute(
+            sa.text(
+                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(n_tokens), 0) FROM pgv_stats "
+                f"WHERE {cond}"
+            ),
+            params,
+        ).one()
+        if not n:
+            return None
+        rows = c.execute(
+            sa.text(
+                f"SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND {cond} GROUP BY term"
+            ),
+            {"terms": terms, **params},
+        ).all()
+        weights = {
+            str(term): (bm25.idf(int(n), int(df)) * (1.0 + bm25.K1), int(df))
+            for term, df in rows
+            if df
+        }
+        return (weights, float(t) / float(n)) if weights else None
+
+    def _sum(
+        self,
+        c: sa.Connection,
+        weights: dict[str, float],
+        avgdl: float,
+        *,
+        ids: list[int] | None = None,
+        top_n: int | None = None,
+        by_id: bool = False,
+    ) -> Ranked:
+        """BM25 over ``weights``' terms, of every document (or of ``ids``)."""
+        pcond, params = _space_cond("p.space", self.spaces)
+        only = ""
         if ids is not None:
-            args["ids"] = _ids(ids)
+            # Few ids: the primary key (chunk_id, term) finds their postings directly.
+            only = "AND p.chunk_id = ANY(:ids)" + (" AND p.term = ANY(:terms)" if by_id else "")
+        limit = "ORDER BY s DESC, p.chunk_id LIMIT :n" if top_n is not None else ""
+        sql = f"""
+            SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+              FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
+              JOIN pgv_postings p ON p.term = w.term
+             WHERE {pcond} {only}
+             GROUP BY p.chunk_id {limit}"""
+        args: dict[str, Any] = {
+            "terms": list(weights),
+            "w": list(weights.values()),
+            "avgdl": avgdl,
+            **params,
+        }
+        if ids is not None:
+            args["ids"] = ids
         if top_n is not None:
             args["n"] = top_n
-        with self.engine.connect() as c:
-            return [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
+
+    def _pruned(
+        self,
+        c: sa.Connection,
+        rare: dict[str, float],
+        common: set[str],
+        weights: dict[str, tuple[float, int]],
+        avgdl: float,
+        ids: list[int] | None,
+        floor: float,
+        top_n: int,
+    ) -> Ranked:
+        """The top n when only documents scoring at least ``floor`` on the rare terms can
+        make it: their rare-term score plus what the common terms give them."""
+        pcond, params = _space_cond("p.space", self.spaces)
+        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        sql = f"""
+            WITH cand AS (
+              SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+                FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
+                JOIN pgv_postings p ON p.term = w.term
+               WHERE {pcond} {only}
+               GROUP BY p.chunk_id HAVING sum({_TERM_SCORE}) >= :floor),
+            more AS (
+              SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+                FROM cand
+                CROSS JOIN unnest(CAST(:cterms AS text[]), CAST(:cw AS float8[])) AS w(term, w)
+                JOIN pgv_postings p ON p.chunk_id = cand.chunk_id AND p.term = w.term
+               GROUP BY p.chunk_id)
+            SELECT cand.chunk_id, cand.s + coalesce(more.s, 0) AS s
+              FROM cand LEFT JOIN more USING (chunk_id)
+             ORDER BY s DESC, cand.chunk_id LIMIT :n"""
+        args: dict[str, Any] = {
+            "terms": list(rare),
+            "w": list(rare.values()),
+            "cterms": sorted(common),
+            "cw": [weights[t][0] for t in sorted(common)],
+            "avgdl": avgdl,
+            "floor": floor,
+            "n": top_n,
+            **params,
+        }
+        if ids is not None:
+            args["ids"] = ids
+        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
 
     def score_external(
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
