@@ -122,7 +122,7 @@ def _tables(suffix: str, dim: int) -> list[str]:
         f"""CREATE TABLE {t["pgv_postings"]} (
               chunk_id bigint NOT NULL REFERENCES {t["pgv_docs"]}(chunk_id) ON DELETE CASCADE,
               term text NOT NULL, space text NOT NULL, tf integer NOT NULL,
-              qlen integer NOT NULL, PRIMARY KEY (chunk_id, term))""",
+              qlen integer NOT NULL, PRIMARY KEY (chunk_id, term) INCLUDE (tf, qlen))""",
         f"""CREATE TABLE {t["pgv_stats"]} (
               space text PRIMARY KEY, n_docs bigint NOT NULL, n_tokens bigint NOT NULL)""",
         f"""CREATE TABLE {t["pgv_df"]} (
@@ -265,9 +265,11 @@ class PgSparse:
     def search(
         self, query_tokens: Sequence[str], top_n: int, *, allowed_ids: Collection[int] | None = None
     ) -> Ranked:
-        """Top-n BM25, exact. Terms in more than 1/COMMON_SHARE of the documents cost the
-        most and weigh the least: they are scored only for the documents that can still
-        reach the top n once they are added (MaxScore), unless that cannot be proven."""
+        """Top-n BM25, exact (MaxScore). The rare terms' top n sets a floor; the common
+        terms (in more than 1/COMMON_SHARE of the documents: long posting lists, small
+        weights) whose weights together stay below it cannot lift a document that none
+        of the others scores, so they are scored only for the documents that can still
+        reach the floor. When nothing can be proven, every posting is scored."""
         terms = list(dict.fromkeys(t for t in query_tokens if t))
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
@@ -277,19 +279,34 @@ class PgSparse:
                 return []
             weights, avgdl = stats
             ids = _ids(allowed_ids)
-            n_docs = self._num_docs or 1
-            common = {t for t, (_, df) in weights.items() if df * COMMON_SHARE > n_docs}
-            rare = {t: w for t, (w, _) in weights.items() if t not in common}
-            bound = sum(weights[t][0] for t in common)  # the most the common terms can add
-            if common and rare:
-                first = self._sum(c, rare, avgdl, ids=ids, top_n=top_n)
-                if len(first) == top_n and first[-1][1] > bound:
-                    floor = first[-1][1] - bound
-                    return self._pruned(c, rare, common, weights, avgdl, ids, floor, top_n)
             every = {t: w for t, (w, _) in weights.items()}
-            return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            n_docs = self._num_docs or 1
+            common = sorted(
+                (t for t, (_, df) in weights.items() if df * COMMON_SHARE > n_docs),
+                key=lambda t: weights[t][0],
+            )
+            rare = {t: w for t, w in every.items() if t not in common}
+            if not common or not rare:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            first = self._sum(c, rare, avgdl, ids=ids, top_n=top_n)
+            if len(first) < top_n:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            floor = first[-1][1]  # the final n-th score is at least this
+            skipped: list[str] = []  # the lightest common terms, while they stay below it
+            bound = 0.0
+            for t in common:
+                if bound + every[t] >= floor:
+                    break
+                skipped.append(t)
+                bound += every[t]
+            if not skipped:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            scored = {t: w for t, w in every.items() if t not in skipped}
+            late = {t: every[t] for t in skipped}
+            return self._pruned(c, scored, late, avgdl, ids, floor - bound, top_n)
 
     def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
+        """BM25 of a few given ids, from their postings (found by primary key)."""
         terms = list(dict.fromkeys(t for t in query_tokens if t))
         if not terms or not len(ids):
             return []
@@ -298,8 +315,19 @@ class PgSparse:
             if stats is None:
                 return []
             weights, avgdl = stats
-            every = {t: w for t, (w, _) in weights.items()}
-            return self._sum(c, every, avgdl, ids=_ids(ids), by_id=True)
+            pcond, params = _space_cond("space", self.spaces)
+            rows = c.execute(
+                sa.text(
+                    "SELECT chunk_id, term, tf, qlen FROM pgv_postings "
+                    f"WHERE chunk_id = ANY(:ids) AND term = ANY(:terms) AND {pcond}"
+                ),
+                {"ids": _ids(ids), "terms": list(weights), **params},
+            )
+            out: dict[int, float] = {}
+            for cid, term, tf, qlen in rows:
+                norm = bm25.K1 * (1.0 - bm25.B + bm25.B * qlen / avgdl)
+                out[int(cid)] = out.get(int(cid), 0.0) + weights[term][0] * tf / (tf + norm)
+        return sorted(out.items(), key=lambda p: (-p[1], p[0]))
 
     def _stats(
         self, c: sa.Connection, terms: list[str]
@@ -337,14 +365,10 @@ class PgSparse:
         *,
         ids: list[int] | None = None,
         top_n: int | None = None,
-        by_id: bool = False,
     ) -> Ranked:
         """BM25 over ``weights``' terms, of every document (or of ``ids``)."""
         pcond, params = _space_cond("p.space", self.spaces)
-        only = ""
-        if ids is not None:
-            # Few ids: the primary key (chunk_id, term) finds their postings directly.
-            only = "AND p.chunk_id = ANY(:ids)" + (" AND p.term = ANY(:terms)" if by_id else "")
+        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
         limit = "ORDER BY s DESC, p.chunk_id LIMIT :n" if top_n is not None else ""
         sql = f"""
             SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
@@ -369,41 +393,46 @@ class PgSparse:
     def _pruned(
         self,
         c: sa.Connection,
-        rare: dict[str, float],
-        common: set[str],
-        weights: dict[str, tuple[float, int]],
+        scored: dict[str, float],
+        late: dict[str, float],
         avgdl: float,
         ids: list[int] | None,
         floor: float,
         top_n: int,
     ) -> Ranked:
-        """The top n when only documents scoring at least ``floor`` on the rare terms can
-        make it: their rare-term score plus what the common terms give them."""
+        """The top n when only documents scoring at least ``floor`` on the ``scored``
+        terms can make it: that score plus what the ``late`` terms give them."""
         pcond, params = _space_cond("p.space", self.spaces)
         only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
         sql = f"""
-            WITH cand AS (
+            WITH agg AS MATERIALIZED (
               SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
                 FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
                 JOIN pgv_postings p ON p.term = w.term
                WHERE {pcond} {only}
-               GROUP BY p.chunk_id HAVING sum({_TERM_SCORE}) >= :floor),
-            more AS (
-              SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
-                FROM cand
-                CROSS JOIN unnest(CAST(:cterms AS text[]), CAST(:cw AS float8[])) AS w(term, w)
-                JOIN pgv_postings p ON p.chunk_id = cand.chunk_id AND p.term = w.term
-               GROUP BY p.chunk_id)
-            SELECT cand.chunk_id, cand.s + coalesce(more.s, 0) AS s
-              FROM cand LEFT JOIN more USING (chunk_id)
-             ORDER BY s DESC, cand.chunk_id LIMIT :n"""
+               GROUP BY p.chunk_id),
+            -- the n-th best on these terms is a floor too, usually a higher one
+            nth AS (SELECT s FROM agg ORDER BY s DESC OFFSET :n - 1 LIMIT 1),
+            cand AS (
+              SELECT chunk_id, s FROM agg
+               WHERE s >= greatest(:floor, coalesce((SELECT s FROM nth), 0) - :bound)),
+            -- each candidate's postings of the late terms: index-only probes of the key
+            scored AS (
+              SELECT cand.chunk_id, cand.s + coalesce((
+                SELECT sum({_TERM_SCORE})
+                  FROM unnest(CAST(:lterms AS text[]), CAST(:lw AS float8[])) AS w(term, w)
+                  JOIN pgv_postings p ON p.chunk_id = cand.chunk_id AND p.term = w.term), 0) AS s
+                FROM cand)
+            SELECT chunk_id, s FROM scored
+             ORDER BY s DESC, chunk_id LIMIT :n"""
         args: dict[str, Any] = {
-            "terms": list(rare),
-            "w": list(rare.values()),
-            "cterms": sorted(common),
-            "cw": [weights[t][0] for t in sorted(common)],
+            "terms": list(scored),
+            "w": list(scored.values()),
+            "lterms": list(late),
+            "lw": list(late.values()),
             "avgdl": avgdl,
             "floor": floor,
+            "bound": sum(late.values()),
             "n": top_n,
             **params,
         }
