@@ -8,8 +8,9 @@ the store's change queue (``queued``).
   (``hnsw.space = ip``: vectors are unit-norm), ids the chunk ids, embeddings given by
   us (no embedding function: Chroma never loads a model). A result's score is the
   inner product of the query with the vector Chroma returns. An unfiltered search is
-  Chroma's HNSW, approximate as HNSW is; a search among ``allowed`` ids is exact: it
-  scores every allowed vector the collection holds.
+  Chroma's HNSW, approximate as HNSW is; a search among ``allowed`` ids, and the scores
+  of given ids, are exact: from the vectors stored in the database (an embedded
+  collection left by a killed writer can refuse ``get`` by id: "Error finding id").
 * BM25: Chroma's full-text search cannot rank by BM25 over our tokens, so the BM25
   side is the local backend's, one tantivy partition per space
   (``index/sparse_spaces.py``), in versioned folders under ``<index_path>/chroma-bm25``

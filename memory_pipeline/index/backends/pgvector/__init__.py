@@ -1,0 +1,307 @@
+"""The pgvector backend: vectors and BM25 inside the memory's own PostgreSQL.
+
+Everything lives in the database that holds the chunks, and is written by **the same
+transaction** as the chunks (``Store.index_hook``): a committed ingest is searchable by
+every process at once, a committed delete is never returned, and there is no
+publication step to crash in. Nothing is queued; ``update`` has nothing to do once the
+index exists, and ``rebuild`` (a model change, a move from another backend) builds a
+fresh set of tables from the stored vectors and swaps them in with one commit.
+
+Tables (``pgv_``), all cascading from ``chunks``:
+
+* ``pgv_vectors (chunk_id, embedding vector(dim))`` with an HNSW index over inner
+  product (``vector_ip_ops``);
+* ``pgv_docs (chunk_id, space, n_tokens)`` and ``pgv_postings (chunk_id, term, space,
+  tf, qlen)``: the project's own tokens (``index/tokenizer.py``), so Japanese works as
+  it does locally; ``qlen`` is the document length as tantivy stores it, so a score
+  here equals the local backend's (``index/bm25.py``);
+* ``pgv_stats (space, n_docs, n_tokens)`` and ``pgv_df (space, term, df)``: collection
+  statistics kept exact under adds and deletes by statement triggers in the same
+  transaction (one advisory lock orders every writer, so counters never deadlock);
+* ``pgv_index``: the model id and dimension (one embedding space), a version number
+  raised by each rebuild.
+
+Filters are SQL conditions on the chunk ids before the cut: a restricted dense search
+is an exact scan of the allowed rows (the HNSW graph would cut first and filter after).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from memory_pipeline.errors import IndexError_, ModelMismatchError
+from memory_pipeline.index.backends.names import DEFAULT_EF_SEARCH
+from memory_pipeline.index.backends.pgvector.schema import (
+    FUNCTIONS,
+    INDEX_TABLE,
+    LOCK,
+    LOCK_KEY,
+    TABLES,
+    indexes_ddl,
+    insert_rows,
+    read_state,
+    tables_ddl,
+    triggers_ddl,
+)
+from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse, PgView
+from memory_pipeline.index.tokenizer import TOKENIZER_ID
+from memory_pipeline.index.versions import Manifest
+from memory_pipeline.store import Store
+from memory_pipeline.types import IndexUpdateResult
+
+__all__ = ["LOCK_KEY", "PgDense", "PgSparse", "PgVectorIndex", "PgView"]
+
+_BATCH = 2_000
+
+
+class PgVectorIndex:
+    """The backend: the store's in-transaction hook, the source of views, the updater."""
+
+    name = "pgvector"
+
+    def __init__(self, store: Store, model_id: str, *, ef_search: int = DEFAULT_EF_SEARCH) -> None:
+        if store.backend != "postgresql":
+            raise IndexError_(
+                "the pgvector backend keeps the index in the memory's PostgreSQL database, but "
+                f"the store is {store.backend}; set HYBRID_RAG_DATABASE_URL to a PostgreSQL "
+                "server with the vector extension, or HYBRID_RAG_INDEX_BACKEND=local"
+            )
+        self.store = store
+        self.engine = store.engine
+        self.model_id = model_id
+        self.ef_search = ef_search
+        self._check_extension()
+        store.index_hook = self
+
+    def _check_extension(self) -> None:
+        url = self.engine.url.render_as_string(hide_password=True)
+        try:
+            with self.engine.begin() as c:
+                c.execute(LOCK)
+                c.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+                c.execute(sa.text(FUNCTIONS))
+        except sa.exc.DBAPIError as exc:
+            raise IndexError_(
+                f"the PostgreSQL at {url} cannot serve the pgvector backend: "
+                f"{str(exc.orig).strip().splitlines()[0]}; install pgvector on that server "
+                "(CREATE EXTENSION vector), or use HYBRID_RAG_INDEX_BACKEND=local"
+            ) from exc
+
+    # ------------------------------------------------------------- the hook
+    def added(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        conn.execute(LOCK)
+        for start in range(0, len(ids), _BATCH):
+            batch = [int(i) for i in ids[start : start + _BATCH]]
+            rows = conn.execute(
+                sa.text(
+                    "SELECT c.id, c.space, c.content, e.vector FROM chunks c LEFT JOIN embeddings e"
+                    " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id = ANY(:ids) ORDER BY c.id"
+                ),
+                {"m": self.model_id, "ids": batch},
+            ).all()
+            without = [int(r[0]) for r in rows if r[3] is None]
+            if without:
+                raise ModelMismatchError(
+                    f"{len(without)} new chunks (e.g. ids {without[:5]}) have no vector of "
+                    f"{self.model_id!r}, the model the pgvector index serves; embed them with it"
+                )
+            if not rows:
+                continue
+            dim = len(rows[0][3]) // 4
+            self._ensure(conn, dim)
+            insert_rows(conn, "", rows)
+
+    def deleted(self, conn: sa.Connection, ids: Sequence[int]) -> None:
+        if read_state(conn) is None:
+            return
+        conn.execute(LOCK)
+        batch = [int(i) for i in ids]
+        # One statement per table: the triggers run once, not once per cascaded row.
+        for table in ("pgv_postings", "pgv_docs", "pgv_vectors"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": batch})
+
+    def _ensure(self, conn: sa.Connection, dim: int) -> None:
+        state = read_state(conn)
+        if state is None:
+            self._create(conn, dim, version=1, kind="create")
+            return
+        if (state.model_id, state.dim) != (self.model_id, dim):
+            raise ModelMismatchError(
+                f"the pgvector index holds vectors of {state.model_id!r} (dim {state.dim}), "
+                f"these are {self.model_id!r} (dim {dim}); run rebuild-index once vectors of "
+                "the new model are stored, or configure the model the index was built with"
+            )
+
+    def _create(self, conn: sa.Connection, dim: int, *, version: int, kind: str) -> None:
+        conn.execute(INDEX_TABLE)
+        for ddl in tables_ddl("", dim) + indexes_ddl("", f"v{version}") + triggers_ddl(""):
+            conn.execute(sa.text(ddl))
+        self._set_state(conn, dim, version, kind)
+
+    def _set_state(self, conn: sa.Connection, dim: int, version: int, kind: str) -> None:
+        conn.execute(
+            sa.text(
+                "INSERT INTO pgv_index VALUES (1, :m, :d, :v, :k, :t, now()) ON CONFLICT (id) DO "
+                "UPDATE SET model_id = :m, dim = :d, version = :v, kind = :k, tokenizer = :t, "
+                "created_at = now()"
+            ),
+            {"m": self.model_id, "d": dim, "v": version, "k": kind, "t": TOKENIZER_ID},
+        )
+
+    # ------------------------------------------------------------ the source
+    def current(self) -> PgView | None:
+        with self.engine.connect() as c:
+            state = read_state(c)
+            if state is None:
+                if c.execute(sa.text("SELECT EXISTS (SELECT 1 FROM chunks)")).scalar():
+                    raise IndexError_(
+                        "the memory holds chunks but the pgvector index was never built for "
+                        "them (they were indexed by another backend); run rebuild-index once "
+                        "(it fills the index from the stored vectors)"
+                    )
+                return None
+            by_space = {
+                str(space): int(n)
+                for space, n in c.execute(sa.text("SELECT space, n_docs FROM pgv_stats"))
+            }
+        n = sum(by_space.values())
+        manifest = Manifest(
+            version=state.version,
+            model_id=state.model_id,
+            dim=state.dim,
+            segments=[],
+            n_dense=n,
+            n_sparse=n,
+            n_deleted=0,
+            watermark=0,
+            created_at=state.created_at.isoformat(),
+            kind=state.kind,
+            tokenizer=TOKENIZER_ID,
+        )
+        return PgView(manifest, self.engine, self.ef_search, by_space)
+
+    # ----------------------------------------------------------- the updater
+    def update(self) -> IndexUpdateResult:
+        """Nothing to take in once the index exists (writes reach it as they commit);
+        changes queued before this backend was chosen, or no index yet, mean a rebuild."""
+        started = time.perf_counter()
+        with self.engine.connect() as c:
+            state = read_state(c)
+            queued = c.execute(sa.text("SELECT count(*) FROM index_changes")).scalar_one()
+        if state is None or queued or state.model_id != self.model_id:
+            if state is not None and state.model_id != self.model_id:
+                raise ModelMismatchError(
+                    f"the pgvector index holds vectors of {state.model_id!r}, the embedder is "
+                    f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
+                )
+            return self.rebuild()
+        view = self.current()
+        n = view.manifest.n_dense if view else 0
+        return IndexUpdateResult(state.version, "noop", 0, 0, n, n, time.perf_counter() - started)
+
+    def rebuild(self) -> IndexUpdateResult:
+        """A fresh set of tables from every stored vector and text, swapped in by one
+        commit; searches go on reading the old set until then."""
+        started = time.perf_counter()
+        with self.engine.begin() as c:
+            c.execute(LOCK)  # writers wait; they add their chunks after the swap
+            c.execute(sa.text("SET LOCAL maintenance_work_mem = '512MB'"))
+            state = read_state(c)
+            version = (state.version if state else 0) + 1
+            seqs = c.execute(sa.text("SELECT seq FROM index_changes")).scalars().all()
+            dims = (
+                c.execute(
+                    sa.text("SELECT DISTINCT dim FROM embeddings WHERE model_id = :m"),
+                    {"m": self.model_id},
+                )
+                .scalars()
+                .all()
+            )
+            live = int(c.execute(sa.text("SELECT count(*) FROM chunks")).scalar_one())
+            with_vector = int(
+                c.execute(
+                    sa.text(
+                        "SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
+                        "AND e.model_id = :m"
+                    ),
+                    {"m": self.model_id},
+                ).scalar_one()
+            )
+            if with_vector < live:
+                raise ModelMismatchError(
+                    f"{live - with_vector} live chunks have no vector of model {self.model_id!r}; "
+                    "re-ingest them with this model or configure the model they were embedded with"
+                )
+            if len(dims) > 1:
+                raise ModelMismatchError(
+                    f"vectors of {self.model_id!r} are stored with several dimensions {dims}"
+                )
+            dim = int(dims[0]) if dims else (state.dim if state else 0)
+            if not dim:  # nothing stored, nothing created yet
+                return IndexUpdateResult(0, "noop", 0, 0, 0, 0, time.perf_counter() - started)
+            suffix = f"_v{version}"  # constraint names stay unique after the rename
+            for table in TABLES:
+                c.execute(sa.text(f"DROP TABLE IF EXISTS {table}{suffix} CASCADE"))
+            for ddl in tables_ddl(suffix, dim):
+                c.execute(sa.text(ddl))
+            last = 0
+            n = 0
+            while True:
+                rows = c.execute(
+                    sa.text(
+                        "SELECT c.id, c.space, c.content, e.vector FROM chunks c JOIN embeddings e"
+                        " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id > :last"
+                        " ORDER BY c.id LIMIT :n"
+                    ),
+                    {"m": self.model_id, "last": last, "n": _BATCH},
+                ).all()
+                if not rows:
+                    break
+                insert_rows(c, suffix, rows)
+                last = int(rows[-1][0])
+                n += len(rows)
+            c.execute(
+                sa.text(
+                    f"INSERT INTO pgv_stats{suffix} SELECT space, count(*), sum(n_tokens) "
+                    f"FROM pgv_docs{suffix} GROUP BY space"
+                )
+            )
+            c.execute(
+                sa.text(
+                    f"INSERT INTO pgv_df{suffix} SELECT space, term, count(*) "
+                    f"FROM pgv_postings{suffix} GROUP BY space, term"
+                )
+            )
+            for ddl in indexes_ddl(suffix, f"v{version}") + triggers_ddl(suffix):
+                c.execute(sa.text(ddl))
+            for table in TABLES:
+                c.execute(sa.text(f"DROP TABLE IF EXISTS {table} CASCADE"))
+            for table in TABLES:
+                c.execute(sa.text(f"ALTER TABLE {table}{suffix} RENAME TO {table}"))
+            c.execute(INDEX_TABLE)
+            self._set_state(c, dim, version, "rebuild")
+            if seqs:  # changes queued under another backend are covered by this rebuild
+                c.execute(
+                    sa.text("DELETE FROM index_changes WHERE seq = ANY(:s)"), {"s": list(seqs)}
+                )
+        self._analyze()
+        self.store.record_index_version(
+            version=version,
+            model_id=self.model_id,
+            dim=dim,
+            n_dense=n,
+            n_sparse=n,
+            kind="rebuild",
+            added=n,
+            removed=0,
+        )
+        return IndexUpdateResult(version, "rebuild", n, 0, n, n, time.perf_counter() - started)
+
+    def _analyze(self) -> None:
+        """Fresh planner statistics and visibility map (index-only scans) after a rebuild."""
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            for table in TABLES:
+                c.execute(sa.text(f"VACUUM ANALYZE {table}"))

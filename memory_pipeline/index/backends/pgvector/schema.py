@@ -1,0 +1,188 @@
+"""The pgvector backend's tables, their triggers and lock, and how rows are written."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from memory_pipeline.index import bm25
+from memory_pipeline.index.tokenizer import tokenize
+
+# Every transaction that changes pgv_ rows takes this lock first (pg_advisory_xact_lock).
+LOCK_KEY = 0x6D70_7067  # "mppg"
+TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats")
+
+LOCK = sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
+INDEX_TABLE = sa.text(
+    "CREATE TABLE IF NOT EXISTS pgv_index (id integer PRIMARY KEY CHECK (id = 1), "
+    "model_id text NOT NULL, dim integer NOT NULL, version bigint NOT NULL, "
+    "kind text NOT NULL, tokenizer text NOT NULL, created_at timestamptz NOT NULL)"
+)
+
+FUNCTIONS = f"""
+CREATE OR REPLACE FUNCTION pgv_docs_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  INSERT INTO pgv_stats AS s (space, n_docs, n_tokens)
+    SELECT space, count(*), sum(n_tokens) FROM new_rows GROUP BY space ORDER BY space
+  ON CONFLICT (space) DO UPDATE
+    SET n_docs = s.n_docs + EXCLUDED.n_docs, n_tokens = s.n_tokens + EXCLUDED.n_tokens;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION pgv_docs_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  UPDATE pgv_stats s SET n_docs = s.n_docs - o.n, n_tokens = s.n_tokens - o.t
+    FROM (SELECT space, count(*) AS n, sum(n_tokens) AS t FROM old_rows GROUP BY space) o
+   WHERE s.space = o.space;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION pgv_postings_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  INSERT INTO pgv_df AS d (space, term, df)
+    SELECT space, term, count(*) FROM new_rows GROUP BY space, term ORDER BY space, term
+  ON CONFLICT (space, term) DO UPDATE SET df = d.df + EXCLUDED.df;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION pgv_postings_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  UPDATE pgv_df d SET df = d.df - o.n
+    FROM (SELECT space, term, count(*) AS n FROM old_rows GROUP BY space, term) o
+   WHERE d.space = o.space AND d.term = o.term;
+  DELETE FROM pgv_df d USING (SELECT DISTINCT space, term FROM old_rows) o
+   WHERE d.space = o.space AND d.term = o.term AND d.df <= 0;
+  RETURN NULL;
+END $$;
+"""
+
+
+def tables_ddl(suffix: str, dim: int) -> list[str]:
+    """DDL of one set of tables (``suffix`` '' is the live set; a rebuild fills another)."""
+    t = {name: f"{name}{suffix}" for name in TABLES}
+    return [
+        f"""CREATE TABLE {t["pgv_vectors"]} (
+              chunk_id bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+              embedding vector({dim}) NOT NULL)""",
+        f"""CREATE TABLE {t["pgv_docs"]} (
+              chunk_id bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+              space text NOT NULL, n_tokens integer NOT NULL)""",
+        f"""CREATE TABLE {t["pgv_postings"]} (
+              chunk_id bigint NOT NULL REFERENCES {t["pgv_docs"]}(chunk_id) ON DELETE CASCADE,
+              term text NOT NULL, space text NOT NULL, tf integer NOT NULL,
+              qlen integer NOT NULL, PRIMARY KEY (chunk_id, term) INCLUDE (tf, qlen))""",
+        f"""CREATE TABLE {t["pgv_stats"]} (
+              space text PRIMARY KEY, n_docs bigint NOT NULL, n_tokens bigint NOT NULL)""",
+        f"""CREATE TABLE {t["pgv_df"]} (
+              space text NOT NULL, term text NOT NULL, df bigint NOT NULL,
+              PRIMARY KEY (term, space))""",
+    ]
+
+
+def indexes_ddl(suffix: str, tag: str) -> list[str]:
+    return [
+        f"CREATE INDEX pgv_postings_term_{tag} ON pgv_postings{suffix} (term) "
+        "INCLUDE (chunk_id, space, tf, qlen)",
+        f"CREATE INDEX pgv_vectors_hnsw_{tag} ON pgv_vectors{suffix} "
+        "USING hnsw (embedding vector_ip_ops)",
+    ]
+
+
+def triggers_ddl(suffix: str) -> list[str]:
+    out = []
+    for table, event, name in (
+        ("pgv_docs", "INSERT", "added"),
+        ("pgv_docs", "DELETE", "removed"),
+        ("pgv_postings", "INSERT", "added"),
+        ("pgv_postings", "DELETE", "removed"),
+    ):
+        ref = "NEW TABLE AS new_rows" if event == "INSERT" else "OLD TABLE AS old_rows"
+        out.append(
+            f"CREATE TRIGGER {table}_{name} AFTER {event} ON {table}{suffix} "
+            f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {table}_{name}()"
+        )
+    return out
+
+
+def vector_text(v: np.ndarray) -> str:
+    """pgvector's text form of one vector."""
+    return "[" + ",".join(map(repr, v.astype(np.float32).tolist())) + "]"
+
+
+@dataclass(frozen=True)
+class State:
+    model_id: str
+    dim: int
+    version: int
+    kind: str
+    created_at: dt.datetime
+
+
+def read_state(c: sa.Connection) -> State | None:
+    if c.execute(sa.text("SELECT to_regclass('pgv_index')")).scalar() is None:
+        return None
+    row = c.execute(
+        sa.text("SELECT model_id, dim, version, kind, created_at FROM pgv_index WHERE id = 1")
+    ).first()
+    return State(*row) if row else None
+
+
+def insert_rows(c: sa.Connection, suffix: str, rows: Sequence[Any]) -> None:
+    """Vectors, documents and postings of (id, space, content, vector blob) rows."""
+    ids = [int(r[0]) for r in rows]
+    vecs = [vector_text(np.frombuffer(r[3], dtype=np.float32)) for r in rows]
+    c.execute(
+        sa.text(
+            f"INSERT INTO pgv_vectors{suffix} (chunk_id, embedding) SELECT i, CAST(v AS vector) "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:vecs AS text[])) AS u(i, v)"
+        ),
+        {"ids": ids, "vecs": vecs},
+    )
+    spaces, lengths = [], []
+    p_ids: list[int] = []
+    p_terms: list[str] = []
+    p_spaces: list[str] = []
+    p_tfs: list[int] = []
+    p_qlens: list[int] = []
+    for cid, space, content, _ in rows:
+        tokens = tokenize(content)
+        spaces.append(str(space))
+        lengths.append(len(tokens))
+        qlen = bm25.quantize_length(len(tokens))
+        for term, tf in Counter(tokens).items():
+            p_ids.append(int(cid))
+            p_terms.append(term)
+            p_spaces.append(str(space))
+            p_tfs.append(tf)
+            p_qlens.append(qlen)
+    c.execute(
+        sa.text(
+            f"INSERT INTO pgv_docs{suffix} (chunk_id, space, n_tokens) SELECT * FROM "
+            "unnest(CAST(:ids AS bigint[]), CAST(:spaces AS text[]), CAST(:n AS integer[]))"
+        ),
+        {"ids": ids, "spaces": spaces, "n": lengths},
+    )
+    if p_ids:
+        c.execute(
+            sa.text(
+                f"INSERT INTO pgv_postings{suffix} (chunk_id, term, space, tf, qlen) SELECT * FROM "
+                "unnest(CAST(:ids AS bigint[]), CAST(:terms AS text[]), CAST(:spaces AS text[]), "
+                "CAST(:tfs AS integer[]), CAST(:qlens AS integer[]))"
+            ),
+            {"ids": p_ids, "terms": p_terms, "spaces": p_spaces, "tfs": p_tfs, "qlens": p_qlens},
+        )
+
+
+def as_ids(ids: Collection[int] | np.ndarray | None) -> list[int] | None:
+    if ids is None:
+        return None
+    if isinstance(ids, np.ndarray):
+        return ids.astype(np.int64, copy=False).tolist()
+    return [int(i) for i in ids]

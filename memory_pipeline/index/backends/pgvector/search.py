@@ -1,0 +1,364 @@
+"""The pgvector backend's reads: dense (HNSW, or exact over allowed rows), BM25 in SQL
+(exact, MaxScore for common terms), and the view a search holds."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from memory_pipeline.index import bm25
+from memory_pipeline.index.backends.pgvector.schema import TABLES, as_ids, vector_text
+from memory_pipeline.index.versions import Manifest
+
+Ranked = list[tuple[int, float]]
+
+# hnsw.ef_search cannot exceed this (pgvector); a longer list is an exact scan.
+MAX_EF_SEARCH = 1000
+# BM25 of one posting (tf, qlen) for a term of weight w = idf * (k1 + 1) (index/bm25.py).
+_TERM_SCORE = f"w.w * p.tf / (p.tf + {bm25.K1} * ({1 - bm25.B} + {bm25.B} * p.qlen / :avgdl))"
+# A term in more than 1/COMMON_SHARE of the documents is scored last (MaxScore).
+COMMON_SHARE = 50
+
+
+def space_cond(column: str, spaces: Collection[str] | None) -> tuple[str, dict[str, Any]]:
+    if spaces is None:
+        return "TRUE", {}
+    return f"{column} = ANY(:spaces)", {"spaces": sorted(spaces)}
+
+
+class PgDense:
+    """The dense side: HNSW over inner product, exact over an allowed set."""
+
+    def __init__(self, engine: Engine, ef_search: int) -> None:
+        self.engine = engine
+        self.ef_search = ef_search
+
+    def search(self, query: np.ndarray, top_n: int, *, allowed: np.ndarray | None = None) -> Ranked:
+        if top_n <= 0 or (allowed is not None and not len(allowed)):
+            return []
+        q = vector_text(query)
+        with self.engine.connect() as c:
+            if allowed is None and top_n <= MAX_EF_SEARCH:
+                ef = min(MAX_EF_SEARCH, max(self.ef_search, top_n))
+                c.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef}"))
+                rows = c.execute(
+                    sa.text(
+                        "SELECT chunk_id, embedding <#> CAST(:q AS vector) AS d FROM pgv_vectors "
+                        "ORDER BY embedding <#> CAST(:q AS vector) LIMIT :n"
+                    ),
+                    {"q": q, "n": top_n},
+                )
+            else:
+                # OFFSET 0 keeps the planner from the HNSW index: exact over the rows.
+                where = "WHERE chunk_id = ANY(:ids)" if allowed is not None else ""
+                rows = c.execute(
+                    sa.text(
+                        "SELECT chunk_id, d FROM (SELECT chunk_id, embedding <#> CAST(:q AS vector)"
+                        f" AS d FROM pgv_vectors {where} OFFSET 0) s ORDER BY d, chunk_id LIMIT :n"
+                    ),
+                    {"q": q, "n": top_n, "ids": as_ids(allowed)},
+                )
+            out = [(int(i), -float(d)) for i, d in rows]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
+
+    def scores_for(self, query: np.ndarray, ids: np.ndarray) -> tuple[Ranked, np.ndarray]:
+        if not len(ids):
+            return [], np.zeros(0, dtype=np.int64)
+        with self.engine.connect() as c:
+            rows = c.execute(
+                sa.text(
+                    "SELECT chunk_id, embedding <#> CAST(:q AS vector) FROM pgv_vectors "
+                    "WHERE chunk_id = ANY(:ids)"
+                ),
+                {"q": vector_text(query), "ids": as_ids(ids)},
+            ).all()
+        found = [(int(i), -float(d)) for i, d in rows]
+        held = np.asarray([i for i, _ in found], dtype=np.int64)
+        return found, np.setdiff1d(np.asarray(ids, dtype=np.int64), held)
+
+    def member_ids(self) -> np.ndarray:
+        with self.engine.connect() as c:
+            ids = c.execute(sa.text("SELECT chunk_id FROM pgv_vectors ORDER BY 1")).scalars()
+            return np.asarray(list(ids), dtype=np.int64)
+
+
+class PgSparse:
+    """The BM25 side over the postings of the spaces it reads (None: every space)."""
+
+    def __init__(self, engine: Engine, spaces: Collection[str] | None, num_docs: int) -> None:
+        self.engine = engine
+        self.spaces = None if spaces is None else frozenset(spaces)
+        self._num_docs = num_docs
+
+    @property
+    def num_docs(self) -> int:
+        return self._num_docs
+
+    def ids(self) -> np.ndarray:
+        cond, params = space_cond("space", self.spaces)
+        with self.engine.connect() as c:
+            ids = c.execute(
+                sa.text(f"SELECT chunk_id FROM pgv_docs WHERE {cond} ORDER BY 1"), params
+            ).scalars()
+            return np.asarray(list(ids), dtype=np.int64)
+
+    def search(
+        self, query_tokens: Sequence[str], top_n: int, *, allowed_ids: Collection[int] | None = None
+    ) -> Ranked:
+        """Top-n BM25, exact (MaxScore). The rare terms' top n sets a floor; the common
+        terms (in more than 1/COMMON_SHARE of the documents: long posting lists, small
+        weights) whose weights together stay below it cannot lift a document that none
+        of the others scores, so they are scored only for the documents that can still
+        reach the floor. When nothing can be proven, every posting is scored."""
+        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
+            return []
+        with self.engine.connect() as c:
+            stats = self._stats(c, terms)
+            if stats is None:
+                return []
+            weights, avgdl = stats
+            ids = as_ids(allowed_ids)
+            every = {t: w for t, (w, _) in weights.items()}
+            n_docs = self._num_docs or 1
+            common = sorted(
+                (t for t, (_, df) in weights.items() if df * COMMON_SHARE > n_docs),
+                key=lambda t: weights[t][0],
+            )
+            rare = {t: w for t, w in every.items() if t not in common}
+            if not common or not rare:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            first = self._sum(c, rare, avgdl, ids=ids, top_n=top_n)
+            if len(first) < top_n:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            floor = first[-1][1]  # the final n-th score is at least this
+            skipped: list[str] = []  # the lightest common terms, while they stay below it
+            bound = 0.0
+            for t in common:
+                if bound + every[t] >= floor:
+                    break
+                skipped.append(t)
+                bound += every[t]
+            if not skipped:
+                return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
+            scored = {t: w for t, w in every.items() if t not in skipped}
+            late = {t: every[t] for t in skipped}
+            return self._pruned(c, scored, late, avgdl, ids, floor - bound, top_n)
+
+    def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
+        """BM25 of a few given ids, from their postings (found by primary key)."""
+        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        if not terms or not len(ids):
+            return []
+        with self.engine.connect() as c:
+            stats = self._stats(c, terms)
+            if stats is None:
+                return []
+            weights, avgdl = stats
+            pcond, params = space_cond("space", self.spaces)
+            rows = c.execute(
+                sa.text(
+                    "SELECT chunk_id, term, tf, qlen FROM pgv_postings "
+                    f"WHERE chunk_id = ANY(:ids) AND term = ANY(:terms) AND {pcond}"
+                ),
+                {"ids": as_ids(ids), "terms": list(weights), **params},
+            )
+            out: dict[int, float] = {}
+            for cid, term, tf, qlen in rows:
+                norm = bm25.K1 * (1.0 - bm25.B + bm25.B * qlen / avgdl)
+                out[int(cid)] = out.get(int(cid), 0.0) + weights[term][0] * tf / (tf + norm)
+        return sorted(out.items(), key=lambda p: (-p[1], p[0]))
+
+    def _stats(
+        self, c: sa.Connection, terms: list[str]
+    ) -> tuple[dict[str, tuple[float, int]], float] | None:
+        """term -> (idf * (k1 + 1), df) of the query's terms present, and the average
+        document length, over the spaces read."""
+        cond, params = space_cond("space", self.spaces)
+        n, t = c.execute(
+            sa.text(
+                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(n_tokens), 0) FROM pgv_stats "
+                f"WHERE {cond}"
+            ),
+            params,
+        ).one()
+        if not n:
+            return None
+        rows = c.execute(
+            sa.text(
+                f"SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND {cond} GROUP BY term"
+            ),
+            {"terms": terms, **params},
+        ).all()
+        weights = {
+            str(term): (bm25.idf(int(n), int(df)) * (1.0 + bm25.K1), int(df))
+            for term, df in rows
+            if df
+        }
+        return (weights, float(t) / float(n)) if weights else None
+
+    def _sum(
+        self,
+        c: sa.Connection,
+        weights: dict[str, float],
+        avgdl: float,
+        *,
+        ids: list[int] | None = None,
+        top_n: int | None = None,
+    ) -> Ranked:
+        """BM25 over ``weights``' terms, of every document (or of ``ids``)."""
+        pcond, params = space_cond("p.space", self.spaces)
+        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        limit = "ORDER BY s DESC, p.chunk_id LIMIT :n" if top_n is not None else ""
+        sql = f"""
+            SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+              FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
+              JOIN pgv_postings p ON p.term = w.term
+             WHERE {pcond} {only}
+             GROUP BY p.chunk_id {limit}"""
+        args: dict[str, Any] = {
+            "terms": list(weights),
+            "w": list(weights.values()),
+            "avgdl": avgdl,
+            **params,
+        }
+        if ids is not None:
+            args["ids"] = ids
+        if top_n is not None:
+            args["n"] = top_n
+        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
+
+    def _pruned(
+        self,
+        c: sa.Connection,
+        scored: dict[str, float],
+        late: dict[str, float],
+        avgdl: float,
+        ids: list[int] | None,
+        floor: float,
+        top_n: int,
+    ) -> Ranked:
+        """The top n when only documents scoring at least ``floor`` on the ``scored``
+        terms can make it: that score plus what the ``late`` terms give them."""
+        pcond, params = space_cond("p.space", self.spaces)
+        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        sql = f"""
+            WITH agg AS MATERIALIZED (
+              SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+                FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
+                JOIN pgv_postings p ON p.term = w.term
+               WHERE {pcond} {only}
+               GROUP BY p.chunk_id),
+            -- the n-th best on these terms is a floor too, usually a higher one
+            nth AS (SELECT s FROM agg ORDER BY s DESC OFFSET :n - 1 LIMIT 1),
+            cand AS (
+              SELECT chunk_id, s FROM agg
+               WHERE s >= greatest(:floor, coalesce((SELECT s FROM nth), 0) - :bound)),
+            -- each candidate's postings of the late terms: index-only probes of the key
+            scored AS (
+              SELECT cand.chunk_id, cand.s + coalesce((
+                SELECT sum({_TERM_SCORE})
+                  FROM unnest(CAST(:lterms AS text[]), CAST(:lw AS float8[])) AS w(term, w)
+                  JOIN pgv_postings p ON p.chunk_id = cand.chunk_id AND p.term = w.term), 0) AS s
+                FROM cand)
+            SELECT chunk_id, s FROM scored
+             ORDER BY s DESC, chunk_id LIMIT :n"""
+        args: dict[str, Any] = {
+            "terms": list(scored),
+            "w": list(scored.values()),
+            "lterms": list(late),
+            "lw": list(late.values()),
+            "avgdl": avgdl,
+            "floor": floor,
+            "bound": sum(late.values()),
+            "n": top_n,
+            **params,
+        }
+        if ids is not None:
+            args["ids"] = ids
+        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
+
+    def score_external(
+        self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
+    ) -> Ranked:
+        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        if not terms or not docs:
+            return []
+        cond, params = space_cond("space", self.spaces)
+        with self.engine.connect() as c:
+            n, t = c.execute(
+                sa.text(
+                    "SELECT coalesce(sum(n_docs), 0), coalesce(sum(n_tokens), 0) FROM pgv_stats "
+                    f"WHERE {cond}"
+                ),
+                params,
+            ).one()
+            df: dict[str, int] = dict(
+                c.execute(
+                    sa.text(
+                        "SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND "
+                        f"{cond} GROUP BY term"
+                    ),
+                    {"terms": terms, **params},
+                ).all()
+            )
+        return bm25.score_documents(
+            terms,
+            docs,
+            n_index=int(n),
+            tokens_index=float(t),
+            doc_freq_index=lambda term: int(df.get(term, 0)),
+        )
+
+
+@dataclass
+class PgView:
+    """The live index as one search sees it."""
+
+    manifest: Manifest
+    engine: Engine
+    ef_search: int
+    by_space: dict[str, int]  # chunks indexed per space
+    spaces: frozenset[str] | None = None
+
+    @property
+    def dense(self) -> PgDense:
+        return PgDense(self.engine, self.ef_search)
+
+    @property
+    def sparse(self) -> PgSparse:
+        n = sum(c for s, c in self.by_space.items() if self.spaces is None or s in self.spaces)
+        return PgSparse(self.engine, self.spaces, n)
+
+    def for_spaces(self, read: Collection[str] | None) -> PgView:
+        if read is None or set(self.by_space) <= set(read):
+            return replace(self, spaces=None)  # every space it holds: no condition
+        return replace(self, spaces=frozenset(read))
+
+    def member_ids(self) -> np.ndarray:
+        return self.dense.member_ids()
+
+    def stored_sparse_ids(self) -> np.ndarray:
+        return PgSparse(self.engine, None, 0).ids()
+
+    def size_bytes(self) -> int:
+        with self.engine.connect() as c:
+            return int(
+                c.execute(
+                    sa.text(
+                        "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) "
+                        "FROM unnest(CAST(:t AS text[])) AS t"
+                    ),
+                    {"t": list(TABLES)},
+                ).scalar_one()
+            )
