@@ -218,19 +218,7 @@ class IndexWriter:
         )
 
     def _vectors(self, reads: Reads, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of live chunks; in one snapshot, a live chunk without one is another model's."""
-        if not len(ids):
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        found, vecs = reads.vectors_for(ids.tolist(), self.model_id)
-        if len(found) < len(ids):
-            missing = np.setdiff1d(ids, found)
-            raise ModelMismatchError(
-                f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
-                f"model {self.model_id!r}; re-ingest them with this model or configure the model "
-                "they were embedded with"
-            )
-        order = np.argsort(found)
-        return found[order], vecs[order]
+        return stored_vectors(reads, ids, self.model_id)
 
     def _update_sparse(
         self, reads: Reads, vdir: Path, tmp: Path, add_ids: np.ndarray, removed: np.ndarray
@@ -260,6 +248,23 @@ class IndexWriter:
     def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
         contents = reads.contents([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
+
+
+def stored_vectors(reads: Reads, ids: np.ndarray, model_id: str) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors of live chunks, sorted by id; in one snapshot, a live chunk without one
+    is another model's (refused, with what to do)."""
+    if not len(ids):
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    found, vecs = reads.vectors_for(ids.tolist(), model_id)
+    if len(found) < len(ids):
+        missing = np.setdiff1d(ids, found)
+        raise ModelMismatchError(
+            f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
+            f"model {model_id!r}; re-ingest them with this model or configure the model "
+            "they were embedded with"
+        )
+    order = np.argsort(found)
+    return found[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
 
 
 def _by_space(reads: Reads, ids: np.ndarray) -> dict[str, np.ndarray]:

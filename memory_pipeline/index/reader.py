@@ -46,12 +46,7 @@ class LoadedVersion:
         return self.dense.member_ids()
 
     def stored_sparse_ids(self) -> np.ndarray:
-        # A fresh view of the folder: the loaded one is the snapshot taken when it loaded.
-        parts = PartitionedSparse.open(self.path)
-        try:
-            return parts.ids()
-        finally:
-            parts.close()
+        return PartitionedSparse.stored_ids(self.path)
 
     def size_bytes(self) -> int:
         # Hard links shared with older versions count in full: this is what the version needs.

@@ -54,6 +54,15 @@ class PartitionedSparse:
     def open(cls, vdir: Path) -> PartitionedSparse:
         return cls({space: SparseIndex.open(path) for space, path in partition_dirs(vdir).items()})
 
+    @classmethod
+    def stored_ids(cls, vdir: Path) -> np.ndarray:
+        """Every id the partitions in ``vdir`` hold as stored now, sorted."""
+        parts = cls.open(vdir)
+        try:
+            return parts.ids()
+        finally:
+            parts.close()
+
     def view(self, read: Collection[str] | None) -> SparseIndex | PartitionedSparse:
         """The partitions of the spaces ``read`` (None: every one); a single partition
         is returned as itself, so its scores are exactly its own."""

@@ -182,11 +182,7 @@ class ChromaView:
         return self.dense.member_ids()
 
     def stored_sparse_ids(self) -> np.ndarray:
-        parts = PartitionedSparse.open(self.path)
-        try:
-            return parts.ids()
-        finally:
-            parts.close()
+        return PartitionedSparse.stored_ids(self.path)
 
     def size_bytes(self) -> int:
         return dir_size(self.path) + (dir_size(self.folder) if self.folder else 0)

@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.index.manager import stored_vectors
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.index.versions import Manifest, now_iso, writer_lock
@@ -161,17 +162,7 @@ class QueuedIndex:
     def _batches(self, reads: Reads, ids: np.ndarray) -> Iterator[Batch]:
         """Vectors, spaces and tokens of live chunks, ``BATCH`` at a time."""
         for start in range(0, len(ids), BATCH):
-            part = ids[start : start + BATCH]
-            found, vecs = reads.vectors_for(part.tolist(), self.model_id)
-            if len(found) < len(part):
-                missing = np.setdiff1d(part, found)
-                raise ModelMismatchError(
-                    f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector "
-                    f"of model {self.model_id!r}; re-ingest them with this model or configure the "
-                    "model they were embedded with"
-                )
-            order = np.argsort(found)
-            found, vecs = found[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
+            found, vecs = stored_vectors(reads, ids[start : start + BATCH], self.model_id)
             spaces = reads.spaces_of(found.tolist())
             contents = reads.contents(found.tolist())
             yield Batch(

@@ -175,11 +175,9 @@ class PgSparse:
                 out[int(cid)] = out.get(int(cid), 0.0) + weights[term][0] * tf / (tf + norm)
         return sorted(out.items(), key=lambda p: (-p[1], p[0]))
 
-    def _stats(
-        self, c: sa.Connection, terms: list[str]
-    ) -> tuple[dict[str, tuple[float, int]], float] | None:
-        """term -> (idf * (k1 + 1), df) of the query's terms present, and the average
-        document length, over the spaces read."""
+    def _collection(self, c: sa.Connection, terms: list[str]) -> tuple[int, int, dict[str, int]]:
+        """Documents and tokens of the spaces read, and the document frequency of each of
+        ``terms`` they hold."""
         cond, params = space_cond("space", self.spaces)
         n, t = c.execute(
             sa.text(
@@ -188,20 +186,24 @@ class PgSparse:
             ),
             params,
         ).one()
-        if not n:
-            return None
         rows = c.execute(
             sa.text(
                 f"SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND {cond} GROUP BY term"
             ),
             {"terms": terms, **params},
         ).all()
-        weights = {
-            str(term): (bm25.idf(int(n), int(df)) * (1.0 + bm25.K1), int(df))
-            for term, df in rows
-            if df
-        }
-        return (weights, float(t) / float(n)) if weights else None
+        return int(n), int(t), {str(term): int(df) for term, df in rows if df}
+
+    def _stats(
+        self, c: sa.Connection, terms: list[str]
+    ) -> tuple[dict[str, tuple[float, int]], float] | None:
+        """term -> (idf * (k1 + 1), df) of the query's terms present, and the average
+        document length, over the spaces read."""
+        n, t, df = self._collection(c, terms)
+        if not n or not df:
+            return None
+        weights = {term: (bm25.idf(n, f) * (1.0 + bm25.K1), f) for term, f in df.items()}
+        return weights, t / n
 
     def _sum(
         self,
@@ -294,30 +296,14 @@ class PgSparse:
         terms = list(dict.fromkeys(t for t in query_tokens if t))
         if not terms or not docs:
             return []
-        cond, params = space_cond("space", self.spaces)
         with self.engine.connect() as c:
-            n, t = c.execute(
-                sa.text(
-                    "SELECT coalesce(sum(n_docs), 0), coalesce(sum(n_tokens), 0) FROM pgv_stats "
-                    f"WHERE {cond}"
-                ),
-                params,
-            ).one()
-            df: dict[str, int] = dict(
-                c.execute(
-                    sa.text(
-                        "SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND "
-                        f"{cond} GROUP BY term"
-                    ),
-                    {"terms": terms, **params},
-                ).all()
-            )
+            n, t, df = self._collection(c, terms)
         return bm25.score_documents(
             terms,
             docs,
-            n_index=int(n),
+            n_index=n,
             tokens_index=float(t),
-            doc_freq_index=lambda term: int(df.get(term, 0)),
+            doc_freq_index=lambda term: df.get(term, 0),
         )
 
 
