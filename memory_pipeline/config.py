@@ -99,10 +99,7 @@ class IndexSettings(_Section):
     @field_validator("backend", mode="before")
     @classmethod
     def _backend(cls, value: Any) -> Any:
-        name = str(value).strip().lower()
-        if name not in BACKENDS:
-            raise _Refused("backend", f"must be one of {', '.join(BACKENDS)}, got {value!r}")
-        return name
+        return _one_of("backend", value, BACKENDS)
 
     # pgvector: candidates the HNSW graph search keeps (hnsw.ef_search; at least top_n).
     pgvector_ef_search: Annotated[int, annotated_types.Ge(1), annotated_types.Le(1000)] = _var(
@@ -124,12 +121,7 @@ class IndexSettings(_Section):
     @field_validator("dense_index", mode="before")
     @classmethod
     def _dense_index(cls, value: Any) -> Any:
-        name = str(value).strip().lower()
-        if name not in DENSE_INDEXES:
-            raise _Refused(
-                "dense_index", f"must be one of {', '.join(DENSE_INDEXES)}, got {value!r}"
-            )
-        return name
+        return _one_of("dense_index", value, DENSE_INDEXES)
 
     ivf_threshold: Annotated[int, annotated_types.Ge(1)] = _var(
         "IVF_THRESHOLD", DEFAULT_IVF_THRESHOLD
@@ -360,6 +352,14 @@ class Settings(BaseSettings):
                 target = values.setdefault(section, {}) if section else values
                 target[var] = (raw.strip() or raw) if _stripped(name) else raw
         return cls(**values)
+
+
+def _one_of(field: str, value: Any, names: tuple[str, ...]) -> str:
+    """``value`` as one of ``names`` (case and spaces ignored), or refused by ``field``."""
+    name = str(value).strip().lower()
+    if name not in names:
+        raise _Refused(field, f"must be one of {', '.join(names)}, got {value!r}")
+    return name
 
 
 class _Refused(ValueError):

@@ -46,6 +46,11 @@ def quantize_length(num_tokens: int) -> int:
     return FIELD_NORMS_TABLE[bisect_right(FIELD_NORMS_TABLE, num_tokens) - 1]
 
 
+def distinct_terms(tokens: Sequence[str]) -> list[str]:
+    """A query's terms: each token once, in order, none empty (BM25 scores a term once)."""
+    return [t for t in dict.fromkeys(tokens) if t]
+
+
 def idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 

@@ -88,10 +88,6 @@ def _find_detail(node: Any, prefix: str) -> float | None:
     return None
 
 
-def _dedupe(tokens: Sequence[str]) -> list[str]:
-    return [t for t in dict.fromkeys(tokens) if t]
-
-
 class SparseIndex:
     """A BM25 index of chunks on disk. Build with :meth:`create`, load with :meth:`open`.
 
@@ -346,7 +342,7 @@ class SparseIndex:
         ids at 100k documents). Equal scores are ordered by chunk id (which of
         several documents tied at the cut makes it in is tantivy's choice).
         """
-        terms = _dedupe(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or top_n <= 0:
             return []
         searcher = self._searcher
@@ -385,7 +381,7 @@ class SparseIndex:
         the number of documents matching the terms. Ids without any query term (or
         not in the index) are left out.
         """
-        terms = _dedupe(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         wanted = [i if type(i) is int else _check_id(i) for i in ids]
         if not terms or not wanted:
             return []
@@ -474,7 +470,7 @@ class SparseIndex:
         Lengths are quantised like tantivy's. Returns ``(chunk_id, score)`` sorted
         by score (then id), without zero scores.
         """
-        terms = _dedupe(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not docs:
             return []
         n_index, tokens_index = self._global_stats(terms)

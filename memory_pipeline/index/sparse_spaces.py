@@ -103,7 +103,7 @@ class PartitionedSparse:
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
         """As ``SparseIndex.score_external``, with the partitions' statistics summed."""
-        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not docs:
             return []
         stats = [p.collection_stats(terms) for p in self.parts.values()]

@@ -47,8 +47,8 @@ from memory_pipeline.index.backends.pgvector.schema import (
     triggers_ddl,
 )
 from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse, PgView
+from memory_pipeline.index.backends.queued import IndexState
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
-from memory_pipeline.index.versions import Manifest
 from memory_pipeline.store import Store
 from memory_pipeline.types import IndexUpdateResult
 
@@ -168,19 +168,10 @@ class PgVectorIndex:
                 for space, n in c.execute(sa.text("SELECT space, n_docs FROM pgv_stats"))
             }
         n = sum(by_space.values())
-        manifest = Manifest(
-            version=state.version,
-            model_id=state.model_id,
-            dim=state.dim,
-            segments=[],
-            n_dense=n,
-            n_sparse=n,
-            n_deleted=0,
-            watermark=0,
-            created_at=state.created_at.isoformat(),
-            kind=state.kind,
-            tokenizer=TOKENIZER_ID,
+        indexed = IndexState(
+            state.model_id, state.dim, state.version, state.kind, state.created_at.isoformat()
         )
+        manifest = indexed.manifest(n, n)
         return PgView(manifest, self.engine, self.ef_search, by_space)
 
     # ----------------------------------------------------------- the updater

@@ -116,7 +116,7 @@ class PgSparse:
         weights) whose weights together stay below it cannot lift a document that none
         of the others scores, so they are scored only for the documents that can still
         reach the floor. When nothing can be proven, every posting is scored."""
-        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
         with self.engine.connect() as c:
@@ -153,7 +153,7 @@ class PgSparse:
 
     def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
         """BM25 of a few given ids, from their postings (found by primary key)."""
-        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not len(ids):
             return []
         with self.engine.connect() as c:
@@ -293,7 +293,7 @@ class PgSparse:
     def score_external(
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
-        terms = list(dict.fromkeys(t for t in query_tokens if t))
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not docs:
             return []
         with self.engine.connect() as c:

@@ -48,6 +48,7 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from memory_pipeline.errors import IndexError_
+from memory_pipeline.index import bm25
 from memory_pipeline.index.backends.qdrant.client import connect, release
 from memory_pipeline.index.backends.qdrant.search import (
     DENSE,
@@ -55,7 +56,6 @@ from memory_pipeline.index.backends.qdrant.search import (
     SPARSE,
     QdrantView,
     Totals,
-    distinct_terms,
     doc_vector,
 )
 from memory_pipeline.index.backends.queued import Batch, IndexState, QueuedIndex
@@ -211,7 +211,11 @@ class QdrantService:
                     DENSE: vec.tolist(),
                     SPARSE: doc_vector(tokens, max(totals[space][1] / totals[space][0], 1e-9)),
                 },
-                payload={"space": space, "length": len(tokens), "terms": distinct_terms(tokens)},
+                payload={
+                    "space": space,
+                    "length": len(tokens),
+                    "terms": bm25.distinct_terms(tokens),
+                },
             )
             for cid, vec, space, tokens in zip(
                 batch.ids, batch.vectors, batch.spaces, batch.tokens, strict=True

@@ -26,10 +26,6 @@ def term_index(token: str) -> int:
     return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=4).digest(), "little")
 
 
-def distinct_terms(tokens: Sequence[str]) -> list[str]:
-    return [t for t in dict.fromkeys(tokens) if t]
-
-
 def _query_vector(terms: Sequence[str]) -> models.SparseVector:
     weights: Counter[int] = Counter(term_index(t) for t in terms)
     return models.SparseVector(indices=list(weights), values=[float(v) for v in weights.values()])
@@ -115,13 +111,13 @@ class QdrantSparse:
     def search(
         self, query_tokens: Sequence[str], top_n: int, *, allowed_ids: Collection[int] | None = None
     ) -> Ranked:
-        terms = distinct_terms(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
         return self._search(terms, top_n, allowed_ids)
 
     def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
-        terms = distinct_terms(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not len(ids):
             return []
         return self._search(terms, len(ids), [int(i) for i in ids])
@@ -153,7 +149,7 @@ class QdrantSparse:
     def score_external(
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
-        terms = distinct_terms(query_tokens)
+        terms = bm25.distinct_terms(query_tokens)
         if not terms or not docs:
             return []
         space = [_in_spaces(self.spaces)] if self.spaces is not None else []
