@@ -15,10 +15,13 @@ from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job
 from memory_pipeline.pipeline.ingestion.sensors import (
+    FAILING_AFTER,
     MAX_LISTED_PATHS,
+    backoff_seconds,
     build_pending_index_sensor,
     source_files_sensor,
 )
+from memory_pipeline.pipeline.maintenance.sensors import first_publication_sensor
 from memory_pipeline.pipeline.resources import MemoryResource
 from tests.test_pipeline_support import Corpus, make_corpus
 
@@ -48,12 +51,41 @@ def paths_in(request: dg.RunRequest) -> tuple[list[str], list[str]]:
     return config.get("paths", []), config.get("deleted", [])
 
 
+def run_request(
+    corpus: Corpus, instance: dg.DagsterInstance, request: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
+    """Run what the sensor asked for, as the daemon would (in process, on the same instance)."""
+    defs = build_definitions(corpus.env())
+    job = defs.resolve_job_def(ingest_job.name)
+    return job.execute_in_process(
+        run_config=request.run_config, instance=instance, tags=request.tags
+    )
+
+
+def age_attempts(cursor: str | None, seconds: float) -> str:
+    """The cursor as if its requests were made ``seconds`` earlier (past the backoff)."""
+    data = json.loads(cursor or "{}")
+    for attempt in data["asked"].values():
+        attempt["at"] -= seconds
+    return json.dumps(data)
+
+
+def skipped(result: dg.SensorResult) -> str:
+    reason = result.skip_reason
+    return reason.skip_message or "" if reason else ""
+
+
+def only_request(result: dg.SensorResult | dg.SkipReason) -> dg.RunRequest:
+    assert isinstance(result, dg.SensorResult), result
+    [request] = result.run_requests or []
+    return request
+
+
 def test_new_files_request_an_ingest_run_with_their_paths(
     corpus: Corpus, instance: dg.DagsterInstance
 ) -> None:
     result = tick(source_files_sensor, corpus, instance, None)
-    assert isinstance(result, dg.SensorResult)
-    [request] = result.run_requests or []
+    request = only_request(result)
     changed, deleted = paths_in(request)
     assert {Path(p).name for p in changed} == {
         "fusion.md",
@@ -63,26 +95,31 @@ def test_new_files_request_an_ingest_run_with_their_paths(
         "conversations.json",
     }
     assert deleted == []
-    cursor = json.loads(result.cursor or "")
-    assert set(cursor["files"]) == set(changed)  # every file with its mtime:size signature
+    cursor = json.loads(result.cursor or "")  # type: ignore[union-attr]
+    assert cursor["files"] == {}  # nothing is settled until the store holds it
+    assert set(cursor["asked"]) == set(changed)
+    assert {a["attempts"] for a in cursor["asked"].values()} == {1}
     assert request.run_key and request.run_key.startswith("sources-")
 
 
-def test_unchanged_files_request_nothing_and_keep_the_cursor(
+def test_files_in_the_store_request_nothing_and_are_not_read_again(
     corpus: Corpus, instance: dg.DagsterInstance
 ) -> None:
     first = tick(source_files_sensor, corpus, instance, None)
-    assert isinstance(first, dg.SensorResult)
-    again = tick(source_files_sensor, corpus, instance, first.cursor)
-    assert isinstance(again, dg.SkipReason)
-    assert "no changes in 5 files" in (again.skip_message or "")
+    assert run_request(corpus, instance, only_request(first)).success
+    again = tick(source_files_sensor, corpus, instance, first.cursor)  # type: ignore[union-attr]
+    assert isinstance(again, dg.SensorResult) and not again.run_requests
+    assert "every one of 5 files under 4 roots is in the store" in skipped(again)
+    cursor = json.loads(again.cursor or "")
+    assert len(cursor["files"]) == 5 and cursor["asked"] == {}
 
 
 def test_changed_and_deleted_files_are_named_in_the_run_config(
     corpus: Corpus, instance: dg.DagsterInstance
 ) -> None:
     first = tick(source_files_sensor, corpus, instance, None)
-    assert isinstance(first, dg.SensorResult)
+    assert run_request(corpus, instance, only_request(first)).success
+    settled = tick(source_files_sensor, corpus, instance, first.cursor)  # type: ignore[union-attr]
     changed_file, deleted_file = corpus.notes / "decay.md", corpus.papers / "bm25.md"
     changed_file.write_text(changed_file.read_text() + "\nmore")
     stamp = time.time() + 5  # a rewrite within the mtime granularity still changes the size
@@ -90,15 +127,99 @@ def test_changed_and_deleted_files_are_named_in_the_run_config(
     deleted_file.unlink()
     new_file = corpus.notes / "new.md"
     new_file.write_text("# New\n\nnew knowledge")
-    result = tick(source_files_sensor, corpus, instance, first.cursor)
-    assert isinstance(result, dg.SensorResult)
-    [request] = result.run_requests or []
+    result = tick(source_files_sensor, corpus, instance, settled.cursor)  # type: ignore[union-attr]
+    request = only_request(result)
     changed, deleted = paths_in(request)
     assert changed == sorted([str(changed_file), str(new_file)])
     assert deleted == [str(deleted_file)]
-    cursor = json.loads(result.cursor or "")["files"]
-    assert str(deleted_file) not in cursor and str(new_file) in cursor
-    assert request.run_key != first.run_requests[0].run_key  # type: ignore[index]
+    assert request.run_key != only_request(first).run_key
+    assert run_request(corpus, instance, request).success
+    done = tick(source_files_sensor, corpus, instance, result.cursor)  # type: ignore[union-attr]
+    assert isinstance(done, dg.SensorResult) and not done.run_requests
+    cursor = json.loads(done.cursor or "")
+    assert str(deleted_file) not in cursor["files"] and str(new_file) in cursor["files"]
+    assert cursor["asked"] == {}
+
+
+def test_a_run_that_never_ingested_its_files_is_asked_again_after_a_backoff(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    """The killed-worker case: the run was asked for, it died, the files are not in."""
+    first = tick(source_files_sensor, corpus, instance, None)
+    asked = only_request(first)
+    soon = tick(source_files_sensor, corpus, instance, first.cursor)  # type: ignore[union-attr]
+    assert isinstance(soon, dg.SensorResult) and not soon.run_requests
+    assert "5 files not in the store after a run" in skipped(soon)
+    assert "asking again in" in skipped(soon)
+
+    later = age_attempts(soon.cursor, backoff_seconds(1) + 1)
+    retry = only_request(tick(source_files_sensor, corpus, instance, later))
+    assert paths_in(retry) == paths_in(asked)
+    assert retry.run_key != asked.run_key  # a new key: Dagster would drop a repeated one
+    assert retry.tags["memory_pipeline/retried"] == "5"
+
+    cursor: str | None = later
+    for attempt in range(2, FAILING_AFTER + 1):  # keeps failing: backoff doubles, it is named
+        result = tick(source_files_sensor, corpus, instance, cursor)
+        assert isinstance(result, dg.SensorResult) and result.run_requests
+        waiting = tick(source_files_sensor, corpus, instance, result.cursor)
+        assert isinstance(waiting, dg.SensorResult) and not waiting.run_requests
+        assert (
+            json.loads(waiting.cursor or "")["asked"][str(corpus.notes / "fusion.md")]["attempts"]
+            == attempt
+        )
+        cursor = age_attempts(waiting.cursor, backoff_seconds(attempt) + 1)
+    assert backoff_seconds(FAILING_AFTER) == 4 * backoff_seconds(1)
+    named = tick(source_files_sensor, corpus, instance, cursor)
+    assert isinstance(named, dg.SensorResult)
+    waiting = tick(source_files_sensor, corpus, instance, named.cursor)
+    assert isinstance(waiting, dg.SensorResult)
+    assert f"5 files still not in after {FAILING_AFTER} or more runs" in skipped(waiting)
+
+    # The run finally goes through: nothing is asked any more.
+    assert run_request(corpus, instance, only_request(named)).success
+    done = tick(source_files_sensor, corpus, instance, named.cursor)
+    assert isinstance(done, dg.SensorResult) and not done.run_requests
+    assert json.loads(done.cursor or "")["asked"] == {}
+
+
+def test_a_file_changed_during_its_backoff_is_asked_for_at_once(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    first = tick(source_files_sensor, corpus, instance, None)
+    note = corpus.notes / "fusion.md"
+    note.write_text(note.read_text() + "\nedited")
+    result = tick(source_files_sensor, corpus, instance, first.cursor)  # type: ignore[union-attr]
+    assert paths_in(only_request(result)) == ([str(note)], [])
+
+
+def test_a_recorded_parse_failure_is_not_retried_until_the_file_changes(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    broken = corpus.claude_ai / "broken" / "conversations.json"
+    broken.parent.mkdir()
+    broken.write_text("{ not json", encoding="utf-8")
+    first = tick(source_files_sensor, corpus, instance, None)
+    assert str(broken) in paths_in(only_request(first))[0]
+    assert run_request(corpus, instance, only_request(first)).success
+    after = tick(source_files_sensor, corpus, instance, first.cursor)  # type: ignore[union-attr]
+    assert isinstance(after, dg.SensorResult) and not after.run_requests
+    assert str(broken) in json.loads(after.cursor or "")["files"]
+    broken.write_text("{ still not json }", encoding="utf-8")  # changed: tried again
+    fixed = tick(source_files_sensor, corpus, instance, after.cursor)
+    assert paths_in(only_request(fixed)) == ([str(broken)], [])
+
+
+def test_a_cursor_of_the_edge_triggered_sensor_is_checked_against_the_store(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    """The old sensor's cursor said "requested", not "stored": files it lists are re-checked."""
+    from memory_pipeline.sources.status import scan
+
+    cfg = build_definitions(corpus.env()).resources["sources"].config()  # type: ignore[union-attr]
+    old = json.dumps({"files": {str(f.path): f.signature for f in scan(cfg)}})
+    result = tick(source_files_sensor, corpus, instance, old)
+    assert len(paths_in(only_request(result))[0]) == 5
 
 
 def test_a_running_ingest_defers_the_request_and_the_cursor(
@@ -109,7 +230,7 @@ def test_a_running_ingest_defers_the_request_and_the_cursor(
     instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
     result = tick(source_files_sensor, corpus, instance, None)
     assert isinstance(result, dg.SkipReason)
-    assert "wait for ingest run" in (result.skip_message or "")
+    assert "waiting for ingest run" in (result.skip_message or "")
 
 
 def test_huge_change_sets_ask_for_a_full_scan(corpus: Corpus, instance: dg.DagsterInstance) -> None:
@@ -210,3 +331,37 @@ def test_pending_index_sensor_rebuilds_an_index_made_by_older_token_rules(
     assert system.update_index().kind == "rebuild"  # what the requested run does
     assert not tick(sensor, corpus, instance, None).run_requests  # type: ignore[union-attr]
     system.close()
+
+
+def test_the_first_publication_asks_for_one_evaluation_and_one_forgetting_report(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    before = tick(first_publication_sensor, corpus, instance, None)
+    assert isinstance(before, dg.SkipReason) and "no index published" in (before.skip_message or "")
+    ingest = only_request(tick(source_files_sensor, corpus, instance, None))
+    assert run_request(corpus, instance, ingest).success
+
+    first = tick(first_publication_sensor, corpus, instance, None)
+    assert isinstance(first, dg.SensorResult)
+    requests = {r.job_name: r for r in first.run_requests or []}
+    assert set(requests) == {"evaluate_retrieval", "forgetting"}
+    forgetting_config = requests["forgetting"].run_config["ops"]["forgetting_candidates"]
+    assert forgetting_config == {"config": {"dry_run": True}}
+    defs = build_definitions(corpus.env())
+    for name, request in requests.items():
+        job = defs.resolve_job_def(name)
+        assert job.execute_in_process(run_config=request.run_config, instance=instance).success
+    after = tick(first_publication_sensor, corpus, instance, None)
+    assert isinstance(after, dg.SkipReason)
+    assert after.skip_message == "evaluated before; forgetting reported before"
+
+
+def test_the_first_publication_without_a_golden_set_only_reports_forgetting(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    (corpus.base / "golden.yaml").unlink()
+    ingest = only_request(tick(source_files_sensor, corpus, instance, None))
+    assert run_request(corpus, instance, ingest).success
+    result = tick(first_publication_sensor, corpus, instance, None)
+    assert isinstance(result, dg.SensorResult)
+    assert [r.job_name for r in result.run_requests or []] == ["forgetting"]

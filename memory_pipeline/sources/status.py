@@ -202,8 +202,9 @@ def deleted_statuses(
         if name in here or path.exists():
             continue
         root = config.root_for(path)
+        where = store.in_space(root.space) if root is not None and root.space else store
         sources = entry.sources or [source_key(path)]
-        n = sum(len(store.documents_by_source(s)) for s in sources)
+        n = sum(len(where.documents_by_source(s)) for s in sources)
         if n:
             out.append(
                 FileStatus(

@@ -24,6 +24,7 @@ from memory_pipeline.sources.ledger import FAILED, OK, Ledger
 from memory_pipeline.sources.status import (
     READERS,
     FileState,
+    FileStatus,
     StoreView,
     conversation_source,
     file_sha256,
@@ -136,6 +137,15 @@ def _failure_recorded(ledger: Ledger, path: Path) -> bool:
         return True
 
 
+def wants_ingest(status: FileStatus, ledger: Ledger) -> bool:
+    """New or changed, or failing for a reason the ledger has not recorded for this content
+    (unreadable, or never tried): a sync should (re)try it. A recorded parse failure of the
+    same bytes is not retried until the file changes."""
+    if status.state in PENDING_STATES:
+        return True
+    return status.state is FileState.FAILED and not _failure_recorded(ledger, status.path)
+
+
 def plan_sync(
     store: StoreView,
     config: SourcesConfig,
@@ -150,9 +160,7 @@ def plan_sync(
         for sf in files:
             st = file_status(store, sf, ledger)
             plan.states[st.state.value] = plan.states.get(st.state.value, 0) + 1
-            if st.state in PENDING_STATES or (
-                st.state is FileState.FAILED and not _failure_recorded(ledger, sf.path)
-            ):
+            if wants_ingest(st, ledger):
                 plan.ingest.append(str(sf.path))
         here = {str(f.path) for f in files}
         plan.delete = [p for p in sorted(ledger.files) if p not in here and not Path(p).exists()]
