@@ -15,6 +15,7 @@ import yaml
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.instance import instance_config, write_instance
+from memory_pipeline.pipeline.launcher import LocalRunLauncher
 from tests.test_pipeline_support import ASSET_KEYS, make_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,6 +159,14 @@ def test_the_instance_file_loads_with_our_limits(tmp_path: Path) -> None:
             {"key": "memory_pipeline/writer", "limit": 1}
         ]
         assert instance.get_settings("telemetry") == {"enabled": False}
+        # A dead run worker is noticed, its run failed, its slots freed; crashes are retried.
+        assert type(instance.run_launcher) is LocalRunLauncher
+        assert instance.run_launcher.supports_check_run_worker_health
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
+        assert instance.run_monitoring_max_resume_run_attempts == 0
+        assert instance.run_retries_enabled
+        assert not instance.run_retries_retry_on_asset_or_op_failure
 
 
 def test_postgres_storage_reads_its_url_from_the_environment(tmp_path: Path) -> None:

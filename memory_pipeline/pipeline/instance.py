@@ -1,6 +1,11 @@
 """The Dagster instance file (``$DAGSTER_HOME/dagster.yaml``) that ``make run`` writes.
 
 * telemetry off;
+* run monitoring with a worker-death check (``launcher.LocalRunLauncher``): a run whose
+  worker died is marked failed, and the pool slots of a finished run are freed after
+  ``FREE_SLOTS_AFTER_SECONDS``, so a killed run jams nothing;
+* run retries for crashes only (a worker that died, not a step that failed), for the
+  jobs that opt in with ``dagster/max_retries`` (the idempotent ingest and index jobs);
 * run concurrency: a few runs at once, but one writer of the memory at a time
   (runs tagged ``memory_pipeline/writer``), and every pool (``index_writer``,
   ``source_ingest``) one step at a time;
@@ -25,6 +30,10 @@ import yaml
 from memory_pipeline.pipeline.tags import WRITER_TAG
 
 MAX_CONCURRENT_RUNS = 4
+MONITOR_POLL_SECONDS = 15
+FREE_SLOTS_AFTER_SECONDS = 10  # after a run ends, slots it still claims are freed
+START_TIMEOUT_SECONDS = 300  # a run "starting" this long (its worker never came up) fails
+LAUNCHER = {"module": "memory_pipeline.pipeline.launcher", "class": "LocalRunLauncher"}
 POSTGRES_URL_ENV = "DAGSTER_PG_URL"
 STORAGE = ("sqlite", "postgres")
 
@@ -40,6 +49,16 @@ def instance_config(home: Path, storage: str = "sqlite") -> dict[str, Any]:
     return {
         "telemetry": {"enabled": False},
         "storage": store,
+        "run_launcher": dict(LAUNCHER),
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": START_TIMEOUT_SECONDS,
+            "cancel_timeout_seconds": START_TIMEOUT_SECONDS,
+            "max_resume_run_attempts": 0,  # a dead worker fails the run; retries start anew
+            "poll_interval_seconds": MONITOR_POLL_SECONDS,
+            "free_slots_after_run_end_seconds": FREE_SLOTS_AFTER_SECONDS,
+        },
+        "run_retries": {"enabled": True, "max_retries": 0, "retry_on_asset_or_op_failure": False},
         "concurrency": {
             "runs": {
                 "max_concurrent_runs": MAX_CONCURRENT_RUNS,
