@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     # 3: configuration, sources, the front door
     "config": 3, "sources": 3, "system": 3,
     # 4: adapters and the evaluation harness
-    "cli": 4, "pipeline": 4, "evaluation": 4,
+    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3,
 }  # fmt: skip
 ADAPTER_ONLY = {"argparse", "dagster"}
 NEVER = {"serving", "mcp"}

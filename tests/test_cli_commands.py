@@ -175,6 +175,11 @@ def _check_eval(ctx: Ctx, out: str) -> None:
     assert evaluated.variant("bm25").summary["hit_rate@3"] == 1.0
 
 
+def _check_alerts(ctx: Ctx, data: dict[str, Any]) -> None:
+    assert data["log"] == str(ctx.dir / "alerts.jsonl")  # beside the index folder
+    assert data["unreadable_lines"] == 0
+
+
 CASES: dict[str, Case] = {
     "ingest": Case(
         args=("{dir}/new.md",),
@@ -275,6 +280,14 @@ CASES: dict[str, Case] = {
         bad_args=("--golden", "{dir}/golden.yaml", "--max-drop", "0.1"),
         bad_message="error: --max-drop needs --compare",
         check=_check_eval,
+    ),
+    "alerts": Case(
+        args=("--json",),
+        stdout='"alerts": []',
+        json_keys={"log", "alerts", "unreadable_lines"},
+        bad_args=("--limit", "0"),
+        bad_message="argument --limit: expected a positive integer, got 0",
+        check=_check_alerts,
     ),
     "demo": Case(
         args=("--query", "Why should old news fade?"),

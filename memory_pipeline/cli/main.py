@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from memory_pipeline.cli import alerts as alerts_cli
 from memory_pipeline.cli import evaluation as eval_cli
 from memory_pipeline.cli import forgetting as forgetting_cli
 from memory_pipeline.cli import reports as report_cli
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     forgetting_cli.register(sub, [common], _system)
     sources_cli.register(sub, [common], _system)
     eval_cli.register(sub, [common], _system)
+    alerts_cli.register(sub, [common])
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

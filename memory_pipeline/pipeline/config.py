@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from memory_pipeline.alerts import (
+    DEFAULT_UI_URL,
+    LOG_ENV,
+    UI_URL_ENV,
+    WEBHOOK_ENV,
+    resolve_log_path,
+)
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.pipeline.evaluation.checks import DEFAULT_MARGIN
 from memory_pipeline.pipeline.ingestion.checks import DEFAULT_TAG_COVERAGE_FLOOR
@@ -30,6 +38,11 @@ class PipelineSettings:
     golden_file: str | None = None
     eval_dir: str | None = None  # evaluation runs and the baseline (default: beside the golden set)
     eval_margin: float = DEFAULT_MARGIN
+    # Alerts (memory_pipeline/alerts.py). The webhook URL usually holds a secret token:
+    # kept out of repr, and never shown in the Dagster UI.
+    alert_webhook: str | None = field(default=None, repr=False)
+    alert_log: str | None = None  # default: alerts.jsonl beside the index folder
+    ui_url: str = DEFAULT_UI_URL  # links in alerts point into this Dagster UI
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineSettings:
@@ -42,7 +55,22 @@ class PipelineSettings:
             golden_file=env.get(GOLDEN_ENV) or None,
             eval_dir=env.get(EVAL_DIR_ENV) or None,
             eval_margin=_number(env, MARGIN_ENV, DEFAULT_MARGIN, 0.0, 1.0),
+            alert_webhook=_http_url(env, WEBHOOK_ENV, secret=True),
+            alert_log=env.get(LOG_ENV) or None,
+            ui_url=_http_url(env, UI_URL_ENV) or DEFAULT_UI_URL,
         )
+
+    def alert_log_path(self, index_path: Path) -> Path:
+        """Where alerts are logged: ``alert_log``, else ``alerts.jsonl`` beside the index."""
+        return resolve_log_path(self.alert_log, index_path)
+
+
+def _http_url(env: Mapping[str, str], name: str, *, secret: bool = False) -> str | None:
+    raw = env.get(name, "").strip()
+    if raw and not raw.lower().startswith(("http://", "https://")):
+        shown = "" if secret else f", got {raw!r}"  # a webhook URL may carry its token
+        raise InvalidInputError(f"{name} must be an http:// or https:// URL{shown}")
+    return raw or None
 
 
 def _number(

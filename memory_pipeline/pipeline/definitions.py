@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from memory_pipeline.config import Settings
+from memory_pipeline.pipeline import alerts
 from memory_pipeline.pipeline.config import PipelineSettings
 from memory_pipeline.pipeline.evaluation import assets as evaluation_assets
 from memory_pipeline.pipeline.evaluation import checks as evaluation_checks
@@ -20,6 +21,7 @@ from memory_pipeline.pipeline.ingestion import sensors as ingestion_sensors
 from memory_pipeline.pipeline.maintenance import assets as maintenance_assets
 from memory_pipeline.pipeline.maintenance import jobs as maintenance_jobs
 from memory_pipeline.pipeline.maintenance import schedules as maintenance_schedules
+from memory_pipeline.pipeline.maintenance import sensors as maintenance_sensors
 from memory_pipeline.pipeline.resources import KEY_VAR, URL_VAR, MemoryResource, SourcesResource
 
 
@@ -37,6 +39,12 @@ def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
         sensors=[
             ingestion_sensors.source_files_sensor,
             ingestion_sensors.build_pending_index_sensor(pipeline.index_debounce_seconds),
+            maintenance_sensors.first_publication_sensor,
+            alerts.build_alerts_sensor(
+                log_path=pipeline.alert_log_path(settings.index_path),
+                webhook_url=pipeline.alert_webhook,
+                ui_url=pipeline.ui_url,
+            ),
         ],
         schedules=[
             *maintenance_schedules.build_schedules(archive=pipeline.forgetting_archive),
