@@ -9,7 +9,7 @@ export HYBRID_RAG_DB_PATH    ?= $(DATA)/memory.db
 export HYBRID_RAG_INDEX_PATH ?= $(DATA)/indices
 export HYBRID_RAG_ARCHIVE_PATH ?= $(DATA)/archive
 
-.PHONY: install run demo test lint fast-test bench clean
+.PHONY: install run stop demo test lint fast-test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,11 +20,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install  ## start Dagster on the demo corpus: sensors ingest and index it, no clicks (PORT=3000)
-	mkdir -p $(DATA)/sources $(DATA)/dagster_home
+	$(PY) -m memory_pipeline.pipeline.devserver check --home $(DATA)/dagster_home --port $(or $(PORT),3000)
+	test -d $(DATA)/sources || { mkdir -p $(DATA)/sources && cp -R demo/corpus/. $(DATA)/sources/; }
+	mkdir -p $(DATA)/dagster_home
 	$(PY) -m memory_pipeline.pipeline.instance $(DATA)/dagster_home
-	cp -R -n demo/corpus/. $(DATA)/sources/
 	test -f $(DATA)/sources.yaml || cp demo/sources.yaml $(DATA)/sources.yaml
-	@echo "Dagster UI: http://127.0.0.1:$(or $(PORT),3000)  (sources: $(DATA)/sources.yaml; Ctrl-C stops)"
+	@echo "Dagster UI: http://127.0.0.1:$(or $(PORT),3000)  (sources: $(DATA)/sources.yaml; Ctrl-C or make stop stops it)"
 	DAGSTER_HOME=$(abspath $(DATA))/dagster_home \
 	HYBRID_RAG_DB_PATH=$(abspath $(DATA))/memory.db \
 	HYBRID_RAG_INDEX_PATH=$(abspath $(DATA))/indices \
@@ -32,11 +33,18 @@ run: install  ## start Dagster on the demo corpus: sensors ingest and index it, 
 	MEMORY_PIPELINE_SOURCES=$(abspath $(DATA))/sources.yaml \
 	MEMORY_PIPELINE_GOLDEN=$(abspath demo/golden.yaml) \
 	MEMORY_PIPELINE_EVAL_DIR=$(abspath $(DATA))/eval \
-	exec $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(or $(PORT),3000)
+	MEMORY_PIPELINE_UI_URL=http://127.0.0.1:$(or $(PORT),3000) \
+	exec $(PY) -m memory_pipeline.pipeline.devserver start --home $(abspath $(DATA))/dagster_home \
+	  --port $(or $(PORT),3000) -- -w workspace.yaml
 
-demo: install  ## no server: ingest the bundled sample corpus and answer two sample queries
-	mkdir -p $(DATA)
-	$(VENV)/bin/memory-pipeline demo
+stop:  ## stop the Dagster that make run started for $(DATA) (from any shell)
+	@if test -x $(PY); then $(PY) -m memory_pipeline.pipeline.devserver stop --home $(DATA)/dagster_home; \
+	else echo "nothing to stop (no $(VENV))"; fi
+
+demo: install  ## no server: ingest the bundled sample corpus into $(DATA)/demo and answer two sample queries
+	mkdir -p $(DATA)/demo
+	HYBRID_RAG_DB_PATH=$(DATA)/demo/memory.db HYBRID_RAG_INDEX_PATH=$(DATA)/demo/indices \
+	HYBRID_RAG_ARCHIVE_PATH=$(DATA)/demo/archive $(VENV)/bin/memory-pipeline demo
 
 lint: install
 	$(VENV)/bin/ruff check .

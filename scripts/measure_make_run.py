@@ -9,11 +9,23 @@ started in the background of a non-interactive shell, DESIGN §4), polls
 * the published index — it holds every live chunk (nothing waits for update-index);
 * a search for a demo sentence — it comes back from the published index;
 * the asset checks — each has a result in Dagster's instance (via GraphQL);
+* the first-start assets — the evaluation and the forgetting report materialized,
+  ``eval_regression`` executed;
 
-then sums the resident memory (RSS, /proc) of every process in the session, and
-stops the whole process group. Usage::
+then sums the resident memory (RSS, /proc) of every process in the session. With
+``--after`` (the default) it goes on, as an operator's first bad day would:
 
-    scripts/measure_make_run.py [--data /tmp/mr-data] [--port 3311] [--timeout 300]
+* **add**: a new file under a source root → seconds until it is stored (and so
+  searchable: serving searches what the published index lacks), and until the
+  published index holds it; then ``memory-pipeline search`` must find it;
+* **kill**: another new file, and ``kill -9`` of the run worker as soon as its
+  ``documents_and_chunks`` step started → seconds until the file is stored and
+  indexed anyway, with no human action, and until no pool slot is claimed;
+
+and stops it with ``make stop`` (from this non-interactive process), checking that
+no process of the session is left. Usage::
+
+    scripts/measure_make_run.py [--data /tmp/mr-data] [--port 3311] [--timeout 300] [--no-after]
 
 The data folder is wiped first, so the run starts from an empty memory (the model
 cache and the virtualenv are kept: "already installed").
@@ -22,6 +34,7 @@ cache and the virtualenv are kept: "already installed").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -76,7 +89,22 @@ query($key: AssetKeyInput!, $name: String!) {
 """
 
 
-NIGHTLY_CHECKS = {"eval_regression"}  # runs with the nightly evaluation, not at start
+FIRST_START_ASSETS = {"retrieval_eval", "forgetting_candidates"}
+MATERIALIZED_QUERY = (
+    "{ assetNodes { assetKey { path } assetMaterializations(limit: 1) { runId } } }"
+)
+RUNS_QUERY = """{ runsOrError(filter: {pipelineName: "ingest_sources", statuses: [STARTED]}) {
+  ... on Runs { results { runId stepStats { stepKey status } } } } }"""
+LOGS_QUERY = """query($id: ID!) { logsForRun(runId: $id) {
+  ... on EventConnection { events { ... on MessageEvent { message } } } } }"""
+RUN_STATUS_QUERY = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
+SLOTS_QUERY = """{ instance { concurrencyLimits { concurrencyKey
+  claimedSlots { runId stepKey } pendingSteps { runId stepKey } } } }"""
+
+
+def materialized(port: int) -> set[str]:
+    nodes = graphql(port, MATERIALIZED_QUERY)["data"]["assetNodes"]
+    return {"/".join(n["assetKey"]["path"]) for n in nodes if n["assetMaterializations"]}
 
 
 def checks_done(port: int) -> dict[str, str]:
@@ -84,8 +112,6 @@ def checks_done(port: int) -> dict[str, str]:
     out = {}
     for node in graphql(port, CHECKS_QUERY)["data"]["assetNodes"]:
         for check in (node.get("assetChecksOrError") or {}).get("checks", []):
-            if check["name"] in NIGHTLY_CHECKS:
-                continue
             key = {"path": node["assetKey"]["path"]}
             data = graphql(port, EXECUTIONS_QUERY, key=key, name=check["name"])["data"]
             runs = data["assetCheckExecutions"]
@@ -109,6 +135,126 @@ def memory_state(data: Path) -> tuple[int, int, int, int]:
     return tuple(json.loads(out.stdout))  # type: ignore[return-value]
 
 
+def search_finds(data: Path, query: str, phrase: str) -> bool:
+    found = subprocess.run(
+        [
+            str(REPO / ".venv/bin/memory-pipeline"),
+            "search",
+            query,
+            "-k",
+            "3",
+            "--db",
+            f"{data}/memory.db",
+            "--index",
+            f"{data}/indices",
+            "--no-access",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    return phrase in " ".join(found.stdout.split())
+
+
+def wait(condition, timeout: float, every: float = 1.0) -> float | None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if condition():
+            return round(time.monotonic() - started, 1)
+        time.sleep(every)
+    return None
+
+
+def add_file(data: Path, name: str, phrase: str) -> Path:
+    path = data / "sources" / "principles" / name
+    path.write_text(f"# {name}\n\n{phrase}\n", encoding="utf-8")
+    return path
+
+
+def worker_in_documents_step(port: int) -> tuple[str, int] | None:
+    """(run id, worker pid) of an ingest run whose documents_and_chunks step is running."""
+    for run in graphql(port, RUNS_QUERY)["data"]["runsOrError"]["results"]:
+        steps = {s["stepKey"]: s["status"] for s in run["stepStats"]}
+        if steps.get("documents_and_chunks") != "IN_PROGRESS":
+            continue
+        events = graphql(port, LOGS_QUERY, id=run["runId"])["data"]["logsForRun"]["events"]
+        for event in events:
+            message = event.get("message") or ""
+            if message.startswith("Started process for run (pid: "):
+                return run["runId"], int(message.split("pid: ")[1].split(")")[0])
+    return None
+
+
+def after_first_start(data: Path, port: int, timeout: float) -> dict[str, object]:
+    """Add a file; add another and kill its run's worker. Seconds for each, and the slots."""
+    out: dict[str, object] = {}
+    added = "Herons gather at the lighthouse when the tide turns westward."
+    docs_before = memory_state(data)[0]
+    add_file(data, "measure-added.md", added)
+    # Stored is searchable: serving also searches the chunks the published index lacks.
+    out["added_file_to_stored"] = wait(lambda: memory_state(data)[0] > docs_before, timeout, 0.5)
+    out["added_file_to_indexed"] = wait(lambda: memory_state(data)[2] == 0, timeout, 0.5)
+    out["added_file_found_by_search"] = search_finds(
+        data, "herons lighthouse tide", "Herons gather"
+    )
+
+    phrase = "Otters ferry pebbles across the quarry pond every autumn."
+    docs_before = memory_state(data)[0]
+    add_file(data, "measure-killed.md", phrase)
+    added_at = time.monotonic()
+    victim: list[tuple[str, int]] = []
+
+    def found() -> bool:
+        hit = worker_in_documents_step(port)
+        if hit:
+            victim.append(hit)
+        return bool(hit)
+
+    if wait(found, timeout, 0.2) is None:
+        out["kill"] = "no ingest run reached documents_and_chunks"
+        return out
+    run_id, pid = victim[0]
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    out["kill_after_added_s"] = round(killed_at - added_at, 1)
+    out["killed_run_marked"] = wait(
+        lambda: (
+            graphql(port, RUN_STATUS_QUERY, id=run_id)["data"]["runOrError"]["status"]
+            in ("FAILURE", "CANCELED")
+        ),
+        timeout,
+    )
+    out["killed_to_stored"] = wait(lambda: memory_state(data)[0] > docs_before, timeout, 0.5)
+    out["killed_to_indexed"] = wait(lambda: memory_state(data)[2] == 0, timeout, 0.5)
+    out["killed_file_found_by_search"] = search_finds(data, "otters pebbles quarry", "Otters ferry")
+
+    def slots_free() -> bool:
+        limits = graphql(port, SLOTS_QUERY)["data"]["instance"]["concurrencyLimits"]
+        return not any(limit["claimedSlots"] or limit["pendingSteps"] for limit in limits)
+
+    out["slots_free_after_kill"] = wait(slots_free, timeout)
+    out["killed_run_status"] = graphql(port, RUN_STATUS_QUERY, id=run_id)["data"]["runOrError"][
+        "status"
+    ]
+    return out
+
+
+def make_stop(data: Path, proc: subprocess.Popen[bytes]) -> dict[str, object]:
+    """``make stop`` from this (non-interactive) process; is anything of the session left?"""
+    pgid = os.getpgid(proc.pid)
+    started = time.monotonic()
+    done = subprocess.run(
+        ["make", "stop", f"DATA={data}"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=60)
+    return {
+        "make_stop_exit": done.returncode,
+        "make_stop_seconds": round(time.monotonic() - started, 1),
+        "processes_left": len(rss_kib(pgid)),
+    }
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the whole session's process group, SIGKILL if it lingers."""
     pgid = os.getpgid(proc.pid)
@@ -130,6 +276,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--keep", action="store_true", help="leave the server running")
     parser.add_argument("--screenshot", help="also save the lineage page here (PNG)")
+    parser.add_argument(
+        "--no-after",
+        dest="after",
+        action="store_false",
+        help="stop after the first start (no added file, no killed run)",
+    )
     args = parser.parse_args()
     data = Path(args.data).absolute()
     shutil.rmtree(data, ignore_errors=True)
@@ -182,12 +334,16 @@ def main() -> int:
                     cwd=REPO,
                 )
                 marks["search_ok"] = float("Reciprocal" in found.stdout or "RRF" in found.stdout)
-            if "indexed" in marks:
+            if "indexed" in marks and "checks" not in marks:
                 done = checks_done(args.port)
                 if done and all(s not in ("none", "IN_PROGRESS", "PLANNED") for s in done.values()):
                     marks["checks"] = t
                     marks["check_statuses"] = done  # type: ignore[assignment]
-                    break
+            if "checks" in marks and materialized(args.port) >= FIRST_START_ASSETS:
+                marks["first_start_assets"] = t
+                marks["check_statuses"] = checks_done(args.port)  # type: ignore[assignment]
+                marks["materialized"] = sorted(materialized(args.port))  # type: ignore[assignment]
+                break
         time.sleep(2)
         procs = rss_kib(os.getpgid(proc.pid))
         if args.screenshot:
@@ -213,10 +369,15 @@ def main() -> int:
         )
         for pid, (cmd, rss) in sorted(peak.items(), key=lambda kv: -kv[1][1])[:3]:
             print(f"  {rss / 1024:7.0f} MiB  {pid}  {cmd}")
-    finally:
+        if args.after and "first_start_assets" in marks:
+            after = after_first_start(data, args.port, args.timeout)
+            print(json.dumps({"after_first_start_seconds": after}, indent=1))
         if not args.keep:
+            print(json.dumps(make_stop(data, proc), indent=1))
+    finally:
+        if not args.keep and proc.poll() is None:
             stop(proc)
-    return 0 if "checks" in marks else 1
+    return 0 if "first_start_assets" in marks else 1
 
 
 if __name__ == "__main__":

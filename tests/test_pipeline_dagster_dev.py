@@ -18,8 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
+from dagster._core.events import DagsterEventType
 
+from memory_pipeline.config import Settings
 from memory_pipeline.pipeline.instance import write_instance
 from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
 
@@ -38,10 +41,11 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    def __init__(self, port: int, proc: subprocess.Popen[bytes], log: Path, home: Path) -> None:
         self.port = port
         self.proc = proc
         self.log = log
+        self.home = home
 
     def graphql(self, query: str, **variables: Any) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables}).encode()
@@ -73,29 +77,34 @@ class Server:
             f"no answer on /server_info in {START_TIMEOUT}s:\n{self.log.read_text()[-3000:]}"
         )
 
-    def group_alive(self, pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
     def stop(self) -> None:
-        """Stop the whole process group (webserver, daemon, code servers, runs)."""
-        pgid = os.getpgid(self.proc.pid)
-        os.killpg(pgid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while self.group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if self.group_alive(pgid):  # children that outlived the parent
-            os.killpg(pgid, signal.SIGKILL)
-            time.sleep(1)
-        assert not self.group_alive(pgid)
+        """``make stop``: from this non-interactive process, by the launcher's state file."""
+        state = json.loads((self.home / "dagster-dev.json").read_text())
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memory_pipeline.pipeline.devserver",
+                "stop",
+                "--home",
+                str(self.home),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        self.proc.wait(timeout=60)
+        assert not group_alive(int(state["pid"])), "processes of dagster dev outlived make stop"
+        assert not (self.home / "dagster-dev.json").exists()
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture
@@ -103,36 +112,43 @@ def corpus(tmp_path: Path) -> Corpus:
     return make_corpus(tmp_path)
 
 
-@pytest.fixture
-def server(corpus: Corpus, tmp_path: Path) -> Iterator[Server]:
-    home = tmp_path / "dagster_home"
+def start_server(home: Path, env: dict[str, str], log: Path) -> Server:
+    """``make run``'s launcher, started as from a non-interactive shell's background job
+    (SIGINT ignored), which is where a plain ``dagster dev`` used to ignore its stop."""
     write_instance(home)
     port = free_port()
-    log = tmp_path / "dagster-dev.log"
-    env = {**os.environ, **corpus.env(), "DAGSTER_HOME": str(home)}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
-                str(Path(sys.executable).parent / "dagster"),
-                "dev",
+                sys.executable,
+                "-m",
+                "memory_pipeline.pipeline.devserver",
+                "start",
+                "--home",
+                str(home),
+                "--port",
+                str(port),
+                "--",
                 "-w",
                 "workspace.yaml",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
             ],
             cwd=REPO,
-            env=env,
+            env={**env, "DAGSTER_HOME": str(home)},
             stdout=out,
             stderr=subprocess.STDOUT,
-            # Its own session and process group: `dagster dev` started in the background of
-            # a non-interactive shell ignores SIGINT/SIGTERM otherwise (DESIGN §4).
-            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
-    srv = Server(port, proc, log)
+    srv = Server(port, proc, log, home)
+    srv.wait_until_up()
+    return srv
+
+
+@pytest.fixture
+def server(corpus: Corpus, tmp_path: Path) -> Iterator[Server]:
+    srv = start_server(
+        tmp_path / "dagster_home", {**os.environ, **corpus.env()}, tmp_path / "dev.log"
+    )
     try:
-        srv.wait_until_up()
         yield srv
     finally:
         srv.stop()
@@ -169,6 +185,8 @@ def test_dagster_dev_serves_the_pipeline_and_runs_the_ingest_job(
     assert {s["name"]: s["sensorState"]["status"] for s in sensors} == {
         "source_files_sensor": "RUNNING",
         "pending_index_sensor": "RUNNING",
+        "first_publication_sensor": "RUNNING",
+        "alerts_sensor": "RUNNING",
     }
     schedules = server.graphql(SCHEDULES, repo=REPO_SELECTOR)["schedulesOrError"]["results"]
     assert {s["name"]: (s["cronSchedule"], s["scheduleState"]["status"]) for s in schedules} == {
@@ -197,3 +215,172 @@ def test_dagster_dev_serves_the_pipeline_and_runs_the_ingest_job(
     assert status == "SUCCESS", server.log.read_text()[-4000:]
     materialized = {"/".join(m["assetKey"]["path"]) for m in run["assetMaterializations"]}
     assert {"source_files", "documents", "chunks", "embeddings", "search_index"} <= materialized
+
+
+def test_a_second_start_for_the_same_data_folder_is_refused(server: Server) -> None:
+    """A second ``make run`` would fail on the port but leave a daemon fighting the first."""
+    for action in ("check", "start"):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memory_pipeline.pipeline.devserver",
+                action,
+                "--home",
+                str(server.home),
+                "--port",
+                str(free_port()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "already running for this data folder" in out.stderr
+        assert "make stop" in out.stderr
+
+
+def wait_for(what: str, condition: Any, timeout: float, server: Server) -> float:
+    """Seconds until ``condition()`` held; fails with the server log after ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(2)
+    pytest.fail(f"{what}: not within {timeout:.0f}s\n{server.log.read_text()[-4000:]}")
+
+
+FIRST_START = """{ assetNodes { assetKey { path } assetMaterializations(limit: 1) { runId }
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { status } } } } } }"""
+
+
+def test_the_first_start_materializes_every_asset_and_runs_every_check(
+    server: Server, corpus: Corpus
+) -> None:
+    """No click: the sensor ingests the roots, then evaluation and the forgetting report run."""
+
+    def state() -> tuple[set[str], dict[str, str | None]]:
+        nodes = server.graphql(FIRST_START)["assetNodes"]
+        materialized = {
+            "/".join(n["assetKey"]["path"]) for n in nodes if n["assetMaterializations"]
+        }
+        checks = {
+            c["name"]: (c["executionForLatestMaterialization"] or {}).get("status")
+            for n in nodes
+            for c in n["assetChecksOrError"]["checks"]
+        }
+        return materialized, checks
+
+    def done() -> bool:
+        materialized, checks = state()
+        return materialized == ASSET_KEYS and all(checks.values())
+
+    seconds = wait_for("every asset materialized", done, 300, server)
+    _, checks = state()
+    print(f"first start: every asset materialized and every check executed after {seconds:.0f}s")
+    assert checks["eval_regression"] == "SUCCEEDED"
+    assert checks["sources_ingested"] == "SUCCEEDED"
+    assert checks["index_consistency"] == "SUCCEEDED"
+
+
+BIG_FILES = 30
+
+
+@pytest.fixture
+def big_corpus(tmp_path: Path) -> Corpus:
+    """The corpus plus files big enough that ingesting them takes seconds (to kill it)."""
+    corpus = make_corpus(tmp_path, conversations=False)
+    words = ["memory", "fusion", "index", "vector", "token", "agent", "search", "decay"]
+    for i in range(BIG_FILES):
+        paragraphs = [
+            " ".join(
+                f"{words[(i + j + k) % len(words)]}{(i * 7919 + j * 31 + k) % 997}"
+                for k in range(40)
+            )
+            for j in range(3000)
+        ]
+        (corpus.notes / f"big-{i:02}.md").write_text(f"# Big {i}\n\n" + "\n\n".join(paragraphs))
+    return corpus
+
+
+def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
+    big_corpus: Corpus, tmp_path: Path
+) -> None:
+    """kill -9 of the run worker mid-ingest: Dagster fails the run, frees its pool slot, and
+    the files are ingested anyway (run retry or sensor), with no human action."""
+    from memory_pipeline.pipeline.launcher import worker_pid
+    from memory_pipeline.sources.config import load_sources
+    from memory_pipeline.sources.ledger import read_ledger
+    from memory_pipeline.sources.status import not_ingested
+    from memory_pipeline.store import Store
+
+    home = tmp_path / "dagster_home"
+    env = {**os.environ, **big_corpus.env()}
+    srv = start_server(home, env, tmp_path / "dev.log")
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+
+            def ingesting() -> tuple[dg.DagsterRun, int] | None:
+                for run in instance.get_runs(
+                    filters=dg.RunsFilter(
+                        job_name="ingest_sources", statuses=[dg.DagsterRunStatus.STARTED]
+                    )
+                ):
+                    steps = instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+                    if any(e.step_key == "documents_and_chunks" for e in steps):
+                        found = worker_pid(instance, run.run_id)
+                        if found:
+                            return run, found[0]
+                return None
+
+            wait_for("an ingest run in documents_and_chunks", lambda: ingesting(), 300, srv)
+            time.sleep(2)  # well inside the step: some files in, most not
+            found = ingesting()
+            assert found is not None, "the ingest finished before it could be killed"
+            killed, pid = found
+            os.kill(pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+
+            def failed() -> bool:
+                run = instance.get_run_by_id(killed.run_id)
+                return run is not None and run.status is dg.DagsterRunStatus.FAILURE
+
+            wait_for("the killed run marked failed", failed, 120, srv)
+
+            settings = Settings.from_env(big_corpus.env())
+            cfg = load_sources(big_corpus.sources_file)
+
+            def all_in() -> bool:
+                store = Store(settings.url)
+                try:
+                    return not not_ingested(store, cfg, read_ledger(cfg.state_path))
+                finally:
+                    store.close()
+
+            wait_for("every file ingested after the kill", all_in, 400, srv)
+            recovered = time.monotonic() - killed_at
+
+            def slots_free() -> bool:
+                info = instance.event_log_storage.get_concurrency_info("source_ingest")
+                return not info.claimed_slots and not info.pending_steps
+
+            wait_for("no source_ingest slot claimed", slots_free, 120, srv)
+
+            def later_runs() -> list[dg.DagsterRun]:
+                return [
+                    r
+                    for r in instance.get_runs(filters=dg.RunsFilter(job_name="ingest_sources"))
+                    if r.run_id != killed.run_id and r.status is dg.DagsterRunStatus.SUCCESS
+                ]
+
+            wait_for("a later ingest run succeeded", lambda: bool(later_runs()), 300, srv)
+            later = later_runs()
+            how = (
+                "a run retry"
+                if any(r.tags.get("dagster/parent_run_id") == killed.run_id for r in later)
+                else "the source sensor"
+            )
+            print(f"killed worker: every file ingested {recovered:.0f}s after the kill, by {how}")
+    finally:
+        srv.stop()
