@@ -49,15 +49,25 @@ REPO = Path(__file__).resolve().parents[1]
 QUERY = "reciprocal rank fusion constant k"
 
 
-def rss_kib(pgid: int) -> dict[int, tuple[str, int]]:
-    """pid -> (command, VmRSS KiB) for every process in the process group."""
+def groups(proc: subprocess.Popen[bytes], data: Path) -> set[int]:
+    """The process groups of a make run: make's own, and the session its launcher starts
+    ``dagster dev`` in (named in ``dagster_home/dagster-dev.json``)."""
+    out = {proc.pid}  # started with start_new_session: its pid is its group's id
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        out.add(int(json.loads((data / "dagster_home/dagster-dev.json").read_text())["pid"]))
+    return out
+
+
+def rss_kib(pgids: int | set[int]) -> dict[int, tuple[str, int]]:
+    """pid -> (command, VmRSS KiB) for every process in the process group(s)."""
+    wanted = {pgids} if isinstance(pgids, int) else pgids
     out: dict[int, tuple[str, int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:  # stat field 5: process group id
+            if int(fields[2]) not in wanted:  # stat field 5: process group id
                 continue
             status = (entry / "status").read_text()
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
@@ -241,7 +251,7 @@ def after_first_start(data: Path, port: int, timeout: float) -> dict[str, object
 
 def make_stop(data: Path, proc: subprocess.Popen[bytes]) -> dict[str, object]:
     """``make stop`` from this (non-interactive) process; is anything of the session left?"""
-    pgid = os.getpgid(proc.pid)
+    pgids = groups(proc, data)
     started = time.monotonic()
     done = subprocess.run(
         ["make", "stop", f"DATA={data}"], cwd=REPO, capture_output=True, text=True, timeout=120
@@ -251,22 +261,25 @@ def make_stop(data: Path, proc: subprocess.Popen[bytes]) -> dict[str, object]:
     return {
         "make_stop_exit": done.returncode,
         "make_stop_seconds": round(time.monotonic() - started, 1),
-        "processes_left": len(rss_kib(pgid)),
+        "processes_left": len(rss_kib(pgids)),
     }
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the whole session's process group, SIGKILL if it lingers."""
-    pgid = os.getpgid(proc.pid)
-    os.killpg(pgid, signal.SIGTERM)
+def stop(proc: subprocess.Popen[bytes], data: Path) -> None:
+    """The fallback when make stop did not run: SIGTERM to every group, SIGKILL if they linger."""
+    pgids = groups(proc, data)
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        os.killpg(pgid, signal.SIGKILL)
+        proc.kill()
         proc.wait()
     time.sleep(1)
-    if rss_kib(pgid):
-        os.killpg(pgid, signal.SIGKILL)
+    for pid in rss_kib(pgids):  # whatever outlived the SIGTERM
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def main() -> int:
@@ -302,7 +315,7 @@ def main() -> int:
         while time.monotonic() - started < args.timeout:
             time.sleep(1)
             t = round(time.monotonic() - started, 1)
-            sample = rss_kib(os.getpgid(proc.pid))
+            sample = rss_kib(groups(proc, data))
             if sum(r for _c, r in sample.values()) > sum(r for _c, r in peak.values()):
                 peak = sample
             if "ui" not in marks:
@@ -345,7 +358,7 @@ def main() -> int:
                 marks["materialized"] = sorted(materialized(args.port))  # type: ignore[assignment]
                 break
         time.sleep(2)
-        procs = rss_kib(os.getpgid(proc.pid))
+        procs = rss_kib(groups(proc, data))
         if args.screenshot:
             subprocess.run(
                 [
@@ -376,7 +389,7 @@ def main() -> int:
             print(json.dumps(make_stop(data, proc), indent=1))
     finally:
         if not args.keep and proc.poll() is None:
-            stop(proc)
+            stop(proc, data)
     return 0 if "first_start_assets" in marks else 1
 
 

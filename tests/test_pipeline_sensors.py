@@ -75,6 +75,11 @@ def skipped(result: dg.SensorResult) -> str:
     return reason.skip_message or "" if reason else ""
 
 
+def only_requests(result: dg.SensorResult | dg.SkipReason) -> list[dg.RunRequest]:
+    assert isinstance(result, dg.SensorResult), result
+    return list(result.run_requests or [])
+
+
 def only_request(result: dg.SensorResult | dg.SkipReason) -> dg.RunRequest:
     assert isinstance(result, dg.SensorResult), result
     [request] = result.run_requests or []
@@ -341,16 +346,30 @@ def test_the_first_publication_asks_for_one_evaluation_and_one_forgetting_report
     ingest = only_request(tick(source_files_sensor, corpus, instance, None))
     assert run_request(corpus, instance, ingest).success
 
-    first = tick(first_publication_sensor, corpus, instance, None)
-    assert isinstance(first, dg.SensorResult)
-    requests = {r.job_name: r for r in first.run_requests or []}
-    assert set(requests) == {"evaluate_retrieval", "forgetting"}
-    forgetting_config = requests["forgetting"].run_config["ops"]["forgetting_candidates"]
-    assert forgetting_config == {"config": {"dry_run": True}}
     defs = build_definitions(corpus.env())
-    for name, request in requests.items():
-        job = defs.resolve_job_def(name)
+
+    def launch(request: dg.RunRequest) -> None:
+        job = defs.resolve_job_def(request.job_name or "")
         assert job.execute_in_process(run_config=request.run_config, instance=instance).success
+
+    first = tick(first_publication_sensor, corpus, instance, None)
+    [evaluate] = only_requests(first)
+    assert evaluate.job_name == "evaluate_retrieval"
+    # While the evaluation runs, the report waits (one model load at a time).
+    job = defs.resolve_job_def("evaluate_retrieval")
+    running = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+    waiting = tick(first_publication_sensor, corpus, instance, None)
+    assert isinstance(waiting, dg.SkipReason)
+    assert "the forgetting report waits for the evaluation run" in (waiting.skip_message or "")
+    instance.report_run_canceled(running)
+    launch(evaluate)
+
+    second = tick(first_publication_sensor, corpus, instance, None)
+    [report] = only_requests(second)
+    assert report.job_name == "forgetting"
+    forgetting_config = report.run_config["ops"]["forgetting_candidates"]
+    assert forgetting_config == {"config": {"dry_run": True}}
+    launch(report)
     after = tick(first_publication_sensor, corpus, instance, None)
     assert isinstance(after, dg.SkipReason)
     assert after.skip_message == "evaluated before; forgetting reported before"

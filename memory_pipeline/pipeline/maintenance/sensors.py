@@ -3,8 +3,9 @@
 ``retrieval_eval`` runs nightly and ``forgetting_candidates`` weekly, so a fresh
 ``make run`` would show both as never materialized (and ``eval_regression`` as
 never executed) for up to a week. ``first_publication_sensor`` asks for each one
-as soon as ``search_index`` has been materialized and the asset itself never has;
-from then on the schedules take over. The run key names the publishing run, so a
+as soon as ``search_index`` has been materialized and the asset itself never has —
+the report after the evaluation run, so the two do not load the model side by
+side; from then on the schedules take over. The run key names the publishing run, so a
 first run that failed is asked again after the next publication, never in a loop.
 """
 
@@ -40,11 +41,13 @@ def first_publication_sensor(
         return dg.SkipReason("no index published yet")
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
+    evaluating = bool(active_runs(instance, [evaluation_job.name]))
     if instance.get_latest_materialization_event(EVALUATION) is not None:
         notes.append("evaluated before")
     elif evaluation.golden() is None:
         notes.append(f"no golden set at {evaluation.golden_file!r} (set MEMORY_PIPELINE_GOLDEN)")
-    elif not active_runs(instance, [evaluation_job.name]):
+    elif not evaluating:
+        evaluating = True
         requests.append(
             dg.RunRequest(
                 run_key=f"first-evaluation-{published.run_id}",
@@ -54,6 +57,8 @@ def first_publication_sensor(
         )
     if instance.get_latest_materialization_event(FORGETTING) is not None:
         notes.append("forgetting reported before")
+    elif evaluating:  # one model load at a time: the report follows the evaluation
+        notes.append("the forgetting report waits for the evaluation run")
     elif not active_runs(instance, [forgetting_job.name]):
         requests.append(
             dg.RunRequest(
