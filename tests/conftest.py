@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from memory_pipeline.config import Settings
+from tests.test_pipeline_support import Webhook
 
 if TYPE_CHECKING:
     from memory_pipeline.system import MemorySystem
@@ -125,3 +129,30 @@ def system(tmp_path: Path) -> Iterator[MemorySystem]:
     mem = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
     yield mem
     mem.close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    """A real HTTP server on 127.0.0.1 that records every POST (an alert webhook)."""
+    hook = Webhook(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            hook.received.append((hook.status, self.headers["Content-Type"], json.loads(body)))
+            self.send_response(hook.status)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep the test output clean
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    hook.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/secret-token"
+    try:
+        yield hook
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

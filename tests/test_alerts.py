@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from memory_pipeline.alerts import Alert, AlertLog, alert_log_path, deliver
 from memory_pipeline.cli.main import main
 from memory_pipeline.pipeline.alerts import MAX_ATTEMPTS, AlertsCursor, build_alerts_sensor
 from memory_pipeline.pipeline.definitions import build_definitions
-from tests.test_pipeline_support import make_corpus
+from tests.test_pipeline_support import Webhook, make_corpus
 
 UI = "http://ui.test:3000"
 CONTROL: dict[str, Any] = {}  # what the check reports and whether the flaky asset raises
@@ -60,43 +57,6 @@ DEFS = dg.Definitions(
         dg.define_asset_job("flaky_job", selection=[flaky]),
     ],
 )
-
-
-@dataclass
-class Webhook:
-    url: str
-    status: int = 200  # what the server answers
-    received: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
-
-    def delivered(self) -> list[dict[str, Any]]:
-        """The bodies the server accepted (answered 2xx)."""
-        return [body for status, _, body in self.received if status < 300]
-
-
-@pytest.fixture
-def webhook() -> Iterator[Webhook]:
-    hook = Webhook(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            hook.received.append((hook.status, self.headers["Content-Type"], json.loads(body)))
-            self.send_response(hook.status)
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep the test output clean
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    hook.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/secret-token"
-    try:
-        yield hook
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture(autouse=True)

@@ -22,9 +22,10 @@ import dagster as dg
 import pytest
 from dagster._core.events import DagsterEventType
 
+from memory_pipeline.alerts import AlertLog
 from memory_pipeline.config import Settings
 from memory_pipeline.pipeline.instance import write_instance
-from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
+from tests.test_pipeline_support import ASSET_KEYS, Corpus, Webhook, make_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -305,10 +306,11 @@ def big_corpus(tmp_path: Path) -> Corpus:
 
 
 def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
-    big_corpus: Corpus, tmp_path: Path
+    big_corpus: Corpus, tmp_path: Path, webhook: Webhook
 ) -> None:
     """kill -9 of the run worker mid-ingest: Dagster fails the run, frees its pool slot, and
-    the files are ingested anyway (run retry or sensor), with no human action."""
+    the files are ingested anyway (run retry or sensor), with no human action. The failed
+    run reaches the webhook and the alert log once, and so does the job's recovery."""
     from memory_pipeline.pipeline.launcher import worker_pid
     from memory_pipeline.sources.config import load_sources
     from memory_pipeline.sources.ledger import read_ledger
@@ -316,7 +318,13 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
     from memory_pipeline.store import Store
 
     home = tmp_path / "dagster_home"
-    env = {**os.environ, **big_corpus.env()}
+    alert_log = tmp_path / "alerts.jsonl"
+    env = {
+        **os.environ,
+        **big_corpus.env(
+            MEMORY_PIPELINE_ALERT_WEBHOOK=webhook.url, MEMORY_PIPELINE_ALERT_LOG=str(alert_log)
+        ),
+    }
     srv = start_server(home, env, tmp_path / "dev.log")
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -382,5 +390,29 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
                 else "the source sensor"
             )
             print(f"killed worker: every file ingested {recovered:.0f}s after the kill, by {how}")
+
+            def run_alerts() -> list[tuple[str, str]]:
+                return [
+                    (a["alert"]["state"], a["alert"]["run_id"] or "")
+                    for a in webhook.delivered()
+                    if a["alert"]["kind"] == "run" and a["alert"]["subject"] == "ingest_sources"
+                ]
+
+            wait_for(
+                "the failure and the recovery at the webhook",
+                lambda: {s for s, _ in run_alerts()} >= {"failed", "recovered"},
+                120,
+                srv,
+            )
+            time.sleep(35)  # one more alerts tick: nothing is announced twice
+            failures = [r for s, r in run_alerts() if s == "failed"]
+            assert failures == [killed.run_id], run_alerts()
+            assert [s for s, _ in run_alerts()].count("recovered") == 1
+            logged = AlertLog(alert_log).read().alerts
+            assert {(a.kind, a.state, a.run_id) for a in logged} >= {
+                ("run", "failed", killed.run_id)
+            }
+            assert all(a.delivered for a in logged)
+            print(f"alerts: {[(a.kind, a.subject, a.state) for a in logged]}")
     finally:
         srv.stop()

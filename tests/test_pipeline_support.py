@@ -8,8 +8,9 @@ the sample conversation exports under ``conversations/``.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -123,3 +124,14 @@ def write_golden(path: Path, fusion: Path, bm25: Path) -> None:
         },
     ]
     path.write_text(yaml.safe_dump({"name": "test", "queries": queries}), encoding="utf-8")
+
+
+@dataclass
+class Webhook:
+    url: str
+    status: int = 200  # what the server answers
+    received: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+
+    def delivered(self) -> list[dict[str, Any]]:
+        """The bodies the server accepted (answered 2xx)."""
+        return [body for status, _, body in self.received if status < 300]
