@@ -308,9 +308,10 @@ def big_corpus(tmp_path: Path) -> Corpus:
 def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
     big_corpus: Corpus, tmp_path: Path, webhook: Webhook
 ) -> None:
-    """kill -9 of the run worker mid-ingest: Dagster fails the run, frees its pool slot, and
-    the files are ingested anyway (run retry or sensor), with no human action. The failed
-    run reaches the webhook and the alert log once, and so does the job's recovery."""
+    """kill -9 of the run worker mid-ingest, and of its retry's: Dagster fails both runs and
+    frees their pool slots, and the source sensor asks again, so the files are ingested
+    anyway with no human action. Each failed run reaches the webhook and the alert log
+    once, and so does the job's recovery."""
     from memory_pipeline.pipeline.launcher import worker_pid
     from memory_pipeline.sources.config import load_sources
     from memory_pipeline.sources.ledger import read_ledger
@@ -329,12 +330,14 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
 
-            def ingesting() -> tuple[dg.DagsterRun, int] | None:
+            def ingesting(skip: set[str]) -> tuple[dg.DagsterRun, int] | None:
                 for run in instance.get_runs(
                     filters=dg.RunsFilter(
                         job_name="ingest_sources", statuses=[dg.DagsterRunStatus.STARTED]
                     )
                 ):
+                    if run.run_id in skip:
+                        continue
                     steps = instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
                     if any(e.step_key == "documents_and_chunks" for e in steps):
                         found = worker_pid(instance, run.run_id)
@@ -342,19 +345,27 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
                             return run, found[0]
                 return None
 
-            wait_for("an ingest run in documents_and_chunks", lambda: ingesting(), 300, srv)
-            time.sleep(2)  # well inside the step: some files in, most not
-            found = ingesting()
-            assert found is not None, "the ingest finished before it could be killed"
-            killed, pid = found
-            os.kill(pid, signal.SIGKILL)
+            def kill_one(skip: set[str]) -> dg.DagsterRun:
+                wait_for("an ingest run in documents_and_chunks", lambda: ingesting(skip), 300, srv)
+                time.sleep(2)  # well inside the step: some files in, most not
+                found = ingesting(skip)
+                assert found is not None, "the ingest finished before it could be killed"
+                run, pid = found
+                os.kill(pid, signal.SIGKILL)
+
+                def failed() -> bool:
+                    after = instance.get_run_by_id(run.run_id)
+                    return after is not None and after.status is dg.DagsterRunStatus.FAILURE
+
+                wait_for("the killed run marked failed", failed, 120, srv)
+                return run
+
+            # The run, then the retry Dagster makes of it: the source sensor is left to
+            # ask again (its backoff), which is what a run that keeps dying meets.
+            killed = kill_one(set())
             killed_at = time.monotonic()
-
-            def failed() -> bool:
-                run = instance.get_run_by_id(killed.run_id)
-                return run is not None and run.status is dg.DagsterRunStatus.FAILURE
-
-            wait_for("the killed run marked failed", failed, 120, srv)
+            retry = kill_one({killed.run_id})
+            assert retry.tags.get("dagster/parent_run_id") == killed.run_id
 
             settings = Settings.from_env(big_corpus.env())
             cfg = load_sources(big_corpus.sources_file)
@@ -379,17 +390,20 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
                 return [
                     r
                     for r in instance.get_runs(filters=dg.RunsFilter(job_name="ingest_sources"))
-                    if r.run_id != killed.run_id and r.status is dg.DagsterRunStatus.SUCCESS
+                    if r.run_id not in (killed.run_id, retry.run_id)
+                    and r.status is dg.DagsterRunStatus.SUCCESS
                 ]
 
             wait_for("a later ingest run succeeded", lambda: bool(later_runs()), 300, srv)
             later = later_runs()
-            how = (
-                "a run retry"
-                if any(r.tags.get("dagster/parent_run_id") == killed.run_id for r in later)
-                else "the source sensor"
+            assert not any(r.tags.get("dagster/parent_run_id") == retry.run_id for r in later), (
+                "a retry of a retry: only one was configured"
             )
-            print(f"killed worker: every file ingested {recovered:.0f}s after the kill, by {how}")
+            assert any(r.tags.get("dagster/sensor_name") == "source_files_sensor" for r in later)
+            print(
+                f"killed worker and its retry: every file ingested {recovered:.0f}s after "
+                "the first kill, by the source sensor"
+            )
 
             def run_alerts() -> list[tuple[str, str]]:
                 return [
@@ -406,11 +420,12 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
             )
             time.sleep(35)  # one more alerts tick: nothing is announced twice
             failures = [r for s, r in run_alerts() if s == "failed"]
-            assert failures == [killed.run_id], run_alerts()
+            assert sorted(failures) == sorted([killed.run_id, retry.run_id]), run_alerts()
             assert [s for s, _ in run_alerts()].count("recovered") == 1
             logged = AlertLog(alert_log).read().alerts
             assert {(a.kind, a.state, a.run_id) for a in logged} >= {
-                ("run", "failed", killed.run_id)
+                ("run", "failed", killed.run_id),
+                ("run", "failed", retry.run_id),
             }
             assert all(a.delivered for a in logged)
             print(f"alerts: {[(a.kind, a.subject, a.state) for a in logged]}")
