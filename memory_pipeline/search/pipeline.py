@@ -14,6 +14,7 @@ from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields
+from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.search.fusion import (
     FUSION_METHODS,
     Fusion,
@@ -253,7 +254,8 @@ class HybridSearcher:
             raise ModelMismatchError(
                 f"published index is in the space of {m.model_id!r} (dim {m.dim}), the query "
                 f"embedder is {self.embedder.model_id!r} (dim {qvec.shape[-1]}); configure the same "
-                "model or rebuild the index with this one"
+                "model or rebuild the index with this one."
+                + mismatch_hint(m.model_id, self.embedder.model_id)
             )
 
 

