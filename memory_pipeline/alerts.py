@@ -187,5 +187,5 @@ def resolve_log_path(explicit: str | None, index_path: Path) -> Path:
 
 def alert_log_path(env: Mapping[str, str]) -> Path:
     """The alert log ``env`` names: ``MEMORY_PIPELINE_ALERT_LOG``, else beside the index."""
-    explicit = env.get(LOG_ENV, "").strip()
-    return Path(explicit) if explicit else default_log_path(Settings.from_env(env).index_path)
+    explicit = env.get(LOG_ENV, "").strip() or None
+    return resolve_log_path(explicit, Settings.from_env(env).index_path)

@@ -145,14 +145,15 @@ def memory_state(data: Path) -> tuple[int, int, int, int]:
     return tuple(json.loads(out.stdout))  # type: ignore[return-value]
 
 
-def search_finds(data: Path, query: str, phrase: str) -> bool:
+def search(data: Path, query: str, k: int) -> str:
+    """What ``memory-pipeline search`` prints for ``query`` against the make-run memory."""
     found = subprocess.run(
         [
             str(REPO / ".venv/bin/memory-pipeline"),
             "search",
             query,
             "-k",
-            "3",
+            str(k),
             "--db",
             f"{data}/memory.db",
             "--index",
@@ -163,7 +164,11 @@ def search_finds(data: Path, query: str, phrase: str) -> bool:
         text=True,
         cwd=REPO,
     )
-    return phrase in " ".join(found.stdout.split())
+    return found.stdout
+
+
+def search_finds(data: Path, query: str, phrase: str) -> bool:
+    return phrase in " ".join(search(data, query, 3).split())
 
 
 def wait(condition, timeout: float, every: float = 1.0) -> float | None:  # type: ignore[no-untyped-def]
@@ -329,24 +334,8 @@ def main() -> int:
                 marks["ingested"] = t
             if "indexed" not in marks and docs >= expected_files and version > 0 and not lacking:
                 marks["indexed"] = t
-                found = subprocess.run(
-                    [
-                        str(REPO / ".venv/bin/memory-pipeline"),
-                        "search",
-                        QUERY,
-                        "-k",
-                        "1",
-                        "--db",
-                        f"{data}/memory.db",
-                        "--index",
-                        f"{data}/indices",
-                        "--no-access",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    cwd=REPO,
-                )
-                marks["search_ok"] = float("Reciprocal" in found.stdout or "RRF" in found.stdout)
+                found = search(data, QUERY, 1)
+                marks["search_ok"] = float("Reciprocal" in found or "RRF" in found)
             if "indexed" in marks and "checks" not in marks:
                 done = checks_done(args.port)
                 if done and all(s not in ("none", "IN_PROGRESS", "PLANNED") for s in done.values()):

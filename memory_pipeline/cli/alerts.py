@@ -14,21 +14,12 @@ import sys
 from pathlib import Path
 
 from memory_pipeline.alerts import LOG_ENV, Alert, AlertLog, alert_log_path
+from memory_pipeline.cli.flags import positive_int
 from memory_pipeline.config import variable
 
 DEFAULT_LIMIT = 50
 _COLUMNS = ("time", "kind", "subject", "state", "message", "delivered")
 _MESSAGE_WIDTH = 70
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _delivered(alert: Alert) -> str:
@@ -98,7 +89,7 @@ def register(
     )
     p.add_argument(
         "--limit",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_LIMIT,
         metavar="N",
         help=f"show the last N alerts (default {DEFAULT_LIMIT})",

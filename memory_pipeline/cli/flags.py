@@ -12,3 +12,14 @@ def add_all_spaces(p: argparse.ArgumentParser, what: str) -> None:
         action="store_true",
         help=f"{what} every memory space, not only the bound one (HYBRID_RAG_SPACE / --space)",
     )
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1, refused with what was given."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memory_pipeline.cli.flags import add_all_spaces
+from memory_pipeline.cli.flags import add_all_spaces, positive_int
 from memory_pipeline.cli.sources import SOURCES_ENV
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.sources.config import load_sources
@@ -58,16 +58,6 @@ def _unit_interval(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from exc
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 
@@ -164,7 +154,7 @@ def register(
     )
     p.add_argument(
         "--max-pairs",
-        type=_positive,
+        type=positive_int,
         default=1000,
         help="keep the strongest N pairs (default 1000)",
     )

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_pipeline.pipeline.processes import alive
+
 STATE_FILE = "dagster-dev.json"
 GRACE_SECONDS = 30.0
 EXIT_REFUSED = 1
@@ -44,20 +46,6 @@ class Running:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -78,7 +66,7 @@ def running(home: Path) -> Running | None:
         found = Running(int(data["pid"]), int(data["port"]), str(data.get("host", "127.0.0.1")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(found.pid):
+    if not alive(found.pid):
         path.unlink(missing_ok=True)  # left by a run that was killed: not running
         return None
     return found
@@ -155,7 +143,7 @@ def stop(home: Path, grace: float = GRACE_SECONDS) -> int:
     with contextlib.suppress(ProcessLookupError):
         os.kill(found.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _alive(found.pid) and time.monotonic() < deadline:
+    while alive(found.pid) and time.monotonic() < deadline:
         time.sleep(0.25)
     _finish(found.pid, max(0.0, deadline - time.monotonic()))
     (home / STATE_FILE).unlink(missing_ok=True)

@@ -16,12 +16,11 @@ under ``dagster dev``.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import dagster as dg
 from dagster._core.events import DagsterEventType
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+
+from memory_pipeline.pipeline.processes import EXITED, process_state
 
 STARTED_PROCESS = "Started process for run"
 #: A process that started this long after the run recorded its pid is another process.
@@ -45,44 +44,12 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] |
     return None
 
 
-def _boot_time() -> float | None:
-    try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def process_state(pid: int) -> tuple[str, float | None] | None:
-    """(state letter, start time as a Unix timestamp) of a live pid; None when it is gone.
-
-    Without ``/proc`` only liveness is known (state "?", no start time)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, another user's
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None if Path("/proc/self/stat").exists() else ("?", None)
-    except OSError:
-        return ("?", None)
-    fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
-    boot = _boot_time()
-    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") if boot is not None else None
-    return fields[0], started
-
-
 def worker_health(pid: int, recorded_at: float) -> CheckRunHealthResult:
     state = process_state(pid)
     if state is None:
         return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker (pid {pid}) is gone")
     letter, started = state
-    if letter in ("Z", "X"):
+    if letter in EXITED:
         return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker (pid {pid}) has exited")
     if started is not None and started > recorded_at + PID_REUSE_SLACK_SECONDS:
         return CheckRunHealthResult(
