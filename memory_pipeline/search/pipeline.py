@@ -228,6 +228,7 @@ class HybridSearcher:
                 access_count=r.access_count,
                 created_at=r.created_at,
                 source_date=r.source_date,
+                turns=r.turns,
                 score=float(run.final[r.id]),
                 stage_scores={
                     "dense": dense_map.get(r.id),
