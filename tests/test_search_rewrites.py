@@ -19,6 +19,7 @@ from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.search.fusion import fuse_phrasings, phrasing_weights
 from memory_pipeline.search.phrasings import MAX_REWRITES, phrasings
+from memory_pipeline.search.run import Run
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters, SearchResult
@@ -184,6 +185,31 @@ def test_the_cross_encoder_runs_once_against_the_query(tmp_path: Path) -> None:
         assert all("cross_encoder" in h.stage_scores for h in found.hits)
     finally:
         system.close()
+
+
+def test_guaranteed_candidates_are_placed_on_the_query_s_share_of_the_scale(
+    memory: MemorySystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A principle both retrievers missed joins the pool once, at its place on the query's
+    lists; with rewrites that place is weighed as the query is (half), like everything."""
+    placed: list[dict[int, float]] = []
+    memory_axis = memory.searcher._memory_axis
+
+    def spy(run: Run) -> None:
+        placed.append(
+            {cid: run.relevance[cid] for cid, x in run.extra.items() if "guaranteed" in x}
+        )
+        memory_axis(run)
+
+    monkeypatch.setattr(memory.searcher, "_memory_axis", spy)
+    for rewrites in ((), ("radio records",)):
+        found = search(
+            memory, "jazz records evenings", top_k=1, enable_memory_rerank=True, rewrites=rewrites
+        )
+        assert found.stats.guaranteed_added == 1
+    alone, fused = placed
+    assert alone.keys() == fused.keys() and len(alone) == 1
+    assert {cid: 0.5 * s for cid, s in alone.items()} == fused
 
 
 # ----------------------------------------------------------- filters and spaces still hold

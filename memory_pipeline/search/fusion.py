@@ -224,8 +224,9 @@ def fuse_phrasings(rankings: Sequence[Sequence[tuple[int, float]]]) -> Ranked:
       query's best.
     * The query weighs half: rewrites are the caller's guesses at what the question
       means. However many there are, together they equal the question and never outweigh
-      it; a chunk only the rewrites find can still rise into the results (a synonym the
-      query lacks), and one that the query and a rewrite both find rises above both.
+      it. A chunk only the rewrites find can still rise into the results (a synonym the
+      query lacks), and the query and a rewrite agreeing on a chunk lift it above what
+      either finds alone.
 
     Returns ``(id, score)`` pairs, highest first; ties are ordered by the best rank the id
     reached in any phrasing, then by ascending id.
