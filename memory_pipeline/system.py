@@ -431,8 +431,14 @@ class MemorySystem:
         memory_freq_weight: float | None = None,
         memory_importance_threshold: float | None = None,
         now: dt.datetime | None = None,
+        rewrites: Sequence[str] = (),
     ) -> SearchResult:
-        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis."""
+        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis.
+
+        ``rewrites`` are other phrasings of the same question the caller wrote (synonyms,
+        the names the memory may use, a question turned into a statement): each is
+        searched too and all are fused into one ranking (``HybridSearcher.search``).
+        """
         if isinstance(query, str):
             check_text("query", query, multiline=True)
         if filters is not None:
@@ -450,7 +456,7 @@ class MemorySystem:
             ),
             now=now,
         )
-        return self.searcher.search(query, filters, params)
+        return self.searcher.search(query, filters, params, rewrites=rewrites)
 
     def rerank(
         self,

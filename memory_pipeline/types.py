@@ -130,6 +130,7 @@ class SearchStats:
     guaranteed_added: int = 0
     importance_cut: int = 0
     notes: list[str] = field(default_factory=list)
+    phrasings: int = 1  # the query and the distinct rewrites searched with it
 
 
 @dataclass

@@ -149,6 +149,7 @@ class SearchStatsOut(BaseModel):
     guaranteed_added: int = 0
     importance_cut: int = 0
     notes: list[McpText] = []
+    phrasings: int = Field(default=1, description="the query and the distinct rewrites searched")
 
 
 class SearchOutput(BaseModel):
