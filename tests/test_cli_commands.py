@@ -38,7 +38,7 @@ SOURCES_YAML = "state: state/sources-state.json\nroots:\n  - name: notes\n    pa
 SEARCH_KEYS = {"query", "hits", "stats"}
 HIT_KEYS = {
     "chunk_id", "doc_id", "chunk_index", "content", "knowledge_type", "importance", "tags",
-    "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source",
+    "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source", "turns",
 }  # fmt: skip
 HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings", "backend"}
 STATS_KEYS = {
