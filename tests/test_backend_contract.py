@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,24 @@ def test_a_space_never_sees_another(open_memory: Factory) -> None:
         assert "roadmap" in _titles(both, "roadmap", top_k=20)
     finally:
         both.close()
+
+
+def test_a_turn_is_found_by_its_context_and_returned_as_said(open_memory: Factory) -> None:
+    from memory_pipeline.ingest.loaders import load_text
+    from memory_pipeline.ingest.turns import TurnText
+
+    memory = open_memory()
+    _fill(memory)
+    said = dt.datetime(2023, 5, 8, tzinfo=dt.UTC)
+    turns = (
+        TurnText("t1", "Ana", said, "Did you book the ferry to Hydra?"),
+        TurnText("t2", "Sam", said, "Yes, twice, oddly."),
+    )
+    doc = replace(load_text("Ana and Sam", "talk"), turns=turns)
+    memory.ingest_loaded([doc], update_index=False)
+    for step in ("unindexed", "indexed"):
+        if step == "indexed":
+            memory.update_index()
+        hits = memory.query("ferry Hydra", top_k=2, record_access=False).hits
+        assert {h.content for h in hits} == {t.text for t in turns}, step
+        assert {h.turns[0].turn_id for h in hits} == {"t1", "t2"}

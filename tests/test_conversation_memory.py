@@ -132,13 +132,13 @@ def test_turns_become_chunks_whose_index_text_carries_date_speaker_and_neighbour
     middle = chunks[1].index_text
     assert middle is not None
     assert middle.splitlines() == [
-        "8 May 2023 — Sam: Yes, yesterday. Twice, oddly.",
+        '8 May 2023: Sam said, "Yes, yesterday. Twice, oddly."',
         "(yesterday = 7 May 2023)",
         "before — Ana: Did you book the ferry to Hydra?",
         "after — Ana: Ha! Refund one of them.",
     ]
     bare = index_text(turns, 1, turns[1].text, TurnIndexing(before=0, after=0, dates=False))
-    assert bare == "8 May 2023 — Sam: Yes, yesterday. Twice, oddly."
+    assert bare == '8 May 2023: Sam said, "Yes, yesterday. Twice, oddly."'
 
 
 def test_a_turn_is_split_only_when_it_alone_exceeds_the_budget() -> None:
@@ -222,6 +222,9 @@ def test_an_ingested_session_keeps_turns_speakers_and_when_they_were_said(
     assert [c.source_date for c in chunks] == [dt.date(2023, 6, 20), dt.date(2023, 6, 21)]
     assert chunks[0].index_text is not None
     assert "two weeks ago = the week of 5 June 2023" in chunks[0].index_text
+    # BM25 takes the index text and the turn again: the turn's words outweigh a neighbour's.
+    sparse = memory.store.sparse_texts([chunks[0].id])[chunks[0].id]
+    assert sparse == f"{chunks[0].index_text}\n{chunks[0].content}"
     doc = memory.store.get_document(result.doc_id)
     assert doc is not None and doc.source_date == dt.date(2023, 6, 20)
     # The index holds the context: a neighbour's words find the turn.

@@ -8,11 +8,12 @@ read alone lacks:
 * when and by whom it was said: ``8 May 2023 — Caroline: …``;
 * the absolute dates its relative times mean (``yesterday = 7 May 2023``), resolved
   against its session's date (:mod:`memory_pipeline.ingest.relative_dates`);
-* the turns around it (``TurnIndexing.before`` / ``after``), clipped, so that an answer
-  ("Yes, twice!") is found by the question it answers.
+* the turns around it (``TurnIndexing.before`` / ``after``: two before, one after),
+  clipped, so that an answer ("Yes, twice!") is found by the question it answers.
 
-How many neighbours, and that they are clipped rather than weighted down, was measured
-on LoCoMo (docs/conversations.md).
+BM25 takes the turn's own words twice (``store.rows.SPARSE_TEXT``), so they outweigh a
+neighbour's. How many neighbours, and that weighting, were measured on LoCoMo's
+development conversations and chosen there (docs/conversations.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class TurnText:
 class TurnIndexing:
     """What a turn's index text carries besides the turn: neighbours and resolved dates."""
 
-    before: int = 1
+    before: int = 2
     after: int = 1
     dates: bool = True
 
@@ -55,10 +56,21 @@ def said_on(at: dt.datetime | None) -> str:
     return f"{at.day} {MONTHS[at.month - 1]} {at.year}" if at else ""
 
 
-def _line(turn: TurnText, limit: int | None = None) -> str:
-    text = " ".join(turn.text.split())
+def _clip(text: str, limit: int | None) -> str:
+    text = " ".join(text.split())
     if limit is not None and len(text) > limit:
         text = text[:limit].rsplit(" ", 1)[0] + " …"
+    return text
+
+
+def _said(speaker: str, text: str) -> str:
+    """``Ana said, "…"``: a sentence, which the embedding model reads better than an
+    ``Ana: …`` label (measured: docs/conversations.md)."""
+    return f'{speaker} said, "{_clip(text, None)}"' if speaker else _clip(text, None)
+
+
+def _line(turn: TurnText, limit: int | None = None) -> str:
+    text = _clip(turn.text, limit)
     return f"{turn.speaker}: {text}" if turn.speaker else text
 
 
@@ -66,12 +78,13 @@ def index_text(turns: Sequence[TurnText], i: int, part: str, indexing: TurnIndex
     """The text the indices hold for (a part of) turn ``i``."""
     turn = turns[i]
     when = said_on(turn.said_at)
-    head = _line(TurnText(turn.turn_id, turn.speaker, turn.said_at, part))
-    lines = [f"{when} — {head}" if when else head]
+    head = _said(turn.speaker, part)
+    lines = [f"{when}: {head}" if when else head]
     if indexing.dates and turn.said_at is not None:
         resolved = resolve_relative_dates(part, turn.said_at.date())
         if resolved:
             lines.append("(" + "; ".join(f"{r.phrase} = {r.means}" for r in resolved) + ")")
+    # Neighbours as labelled lines, not sentences: the turn stays the one thing "said".
     for j in range(max(0, i - indexing.before), i):
         lines.append("before — " + _line(turns[j], NEIGHBOUR_CHARS))
     for j in range(i + 1, min(len(turns), i + 1 + indexing.after)):

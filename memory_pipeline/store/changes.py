@@ -11,7 +11,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from memory_pipeline.store.base import StoreBase
-from memory_pipeline.store.rows import batched, now_utc, stack_vectors
+from memory_pipeline.store.rows import SPARSE_TEXT, batched, now_utc, stack_vectors
 from memory_pipeline.store.schema import Chunk, Embedding, IndexChange, IndexVersion
 
 
@@ -68,9 +68,9 @@ class Reads:
         """chunk id -> its content (what a search returns)."""
         return self._texts(ids, Chunk.content)
 
-    def index_texts(self, ids: Sequence[int]) -> dict[int, str]:
-        """chunk id -> the text its indices hold: its index text, else its content."""
-        return self._texts(ids, sa.func.coalesce(Chunk.index_text, Chunk.content))
+    def sparse_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """chunk id -> the text BM25 indexes for it (``SPARSE_TEXT``)."""
+        return self._texts(ids, SPARSE_TEXT)
 
     def _texts(self, ids: Sequence[int], column: Any) -> dict[int, str]:
         out: dict[int, str] = {}

@@ -25,6 +25,19 @@ def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+# What BM25 indexes for a chunk: its content, or, for a chunk with an index text (a
+# conversation turn with its context), the index text and then the content again, so the
+# turn's own words count twice against its neighbours' once (measured on LoCoMo:
+# docs/conversations.md). Dense vectors embed the index text as it is.
+SPARSE_TEXT = sa.case(
+    (Chunk.index_text.is_(None), Chunk.content),
+    else_=Chunk.index_text + "\n" + Chunk.content,
+)
+SPARSE_TEXT_SQL = (  # the same, for raw SQL over ``chunks c`` (pgvector's BM25)
+    "CASE WHEN c.index_text IS NULL THEN c.content ELSE c.index_text || chr(10) || c.content END"
+)
+
+
 def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 

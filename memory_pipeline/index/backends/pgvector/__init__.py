@@ -50,6 +50,7 @@ from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse, Pg
 from memory_pipeline.index.backends.queued import IndexState
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
+from memory_pipeline.store.rows import SPARSE_TEXT_SQL
 from memory_pipeline.types import IndexUpdateResult
 
 __all__ = ["LOCK_KEY", "PgDense", "PgSparse", "PgVectorIndex", "PgView"]
@@ -97,7 +98,7 @@ class PgVectorIndex:
             batch = [int(i) for i in ids[start : start + _BATCH]]
             rows = conn.execute(
                 sa.text(
-                    "SELECT c.id, c.space, COALESCE(c.index_text, c.content), e.vector FROM chunks c LEFT JOIN embeddings e"
+                    f"SELECT c.id, c.space, {SPARSE_TEXT_SQL}, e.vector FROM chunks c LEFT JOIN embeddings e"
                     " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id = ANY(:ids) ORDER BY c.id"
                 ),
                 {"m": self.model_id, "ids": batch},
@@ -243,7 +244,7 @@ class PgVectorIndex:
             while True:
                 rows = c.execute(
                     sa.text(
-                        "SELECT c.id, c.space, COALESCE(c.index_text, c.content), e.vector FROM chunks c JOIN embeddings e"
+                        f"SELECT c.id, c.space, {SPARSE_TEXT_SQL}, e.vector FROM chunks c JOIN embeddings e"
                         " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id > :last"
                         " ORDER BY c.id LIMIT :n"
                     ),
