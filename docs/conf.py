@@ -1,0 +1,66 @@
+"""Sphinx configuration: the existing Markdown pages through MyST, references generated
+from the code (``_ext/``), diagrams from the Graphviz sources in ``diagrams/``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path[:0] = [str(DOCS / "_ext"), str(ROOT)]
+
+project = "memory-pipeline"
+author = "memory-pipeline contributors"
+copyright = "memory-pipeline contributors"
+language = "en"
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.graphviz",
+    "sphinx.ext.viewcode",
+    "cli_reference",
+    "mcp_reference",
+    "dagster_reference",
+    "results_charts",
+    "outside_pages",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build"]
+root_doc = "index"
+
+# GitHub-style anchors, so the pages' own links (`dagster.md#measured`) resolve here too.
+myst_heading_anchors = 4
+myst_enable_extensions = ["colon_fence", "dollarmath"]
+
+html_theme = "furo"
+html_title = "memory-pipeline"
+html_static_path: list[str] = []
+
+graphviz_output_format = "svg"
+
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_class_signature = "separated"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+# What the generated references import, imported before autodoc runs: pydantic models
+# that are first defined after autodoc has inspected the project's modules fail to build
+# ("the type annotation for `__pydantic_extra__` must be `dict[str, ...]`").
+import logging  # noqa: E402
+
+import mcp  # noqa: E402, F401
+
+import memory_pipeline.pipeline.definitions  # noqa: E402, F401
+import serving.__main__  # noqa: E402
+import serving.server  # noqa: E402, F401
+
+# The generated references build a throw-away memory; its migrations and FAISS's loader
+# log at INFO, which is noise in the build's output.
+for name in ("alembic", "faiss", "faiss.loader"):
+    logging.getLogger(name).setLevel(logging.WARNING)
