@@ -3,8 +3,10 @@ from the code (``_ext/``), diagrams from the Graphviz sources in ``diagrams/``."
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
@@ -64,3 +66,19 @@ import serving.server  # noqa: E402, F401
 # log at INFO, which is noise in the build's output.
 for name in ("alembic", "faiss", "faiss.loader"):
     logging.getLogger(name).setLevel(logging.WARNING)
+
+# Docstrings write set sizes as |relevant ∩ top k|, which reStructuredText reads as a
+# substitution; no docstring here defines one, so such bars are shown as they are.
+SET_SIZE = re.compile(r"\|(?=\S)([^|`\n]*?\S)\|(?!_)")
+
+
+def show_set_sizes(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(("|", "+")):
+            lines[i] = SET_SIZE.sub(r"\\|\1\\|", line)
+
+
+def setup(app: Any) -> None:
+    app.connect("autodoc-process-docstring", show_set_sizes)
