@@ -64,8 +64,9 @@ bench: install  ## index, query, forgetting costs at 10k and 100k chunks (takes 
 	$(PY) bench/bench_spaces.py
 
 docs: install  ## the documentation site in docs/_build/html, offline; any warning fails it
+	@# -E: the references are generated from the code, which Sphinx does not watch
 	scripts/docs-system-deps.sh
-	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(VENV)/bin/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs: file://$(abspath docs/_build/html)/index.html"
 
 clean:

@@ -76,7 +76,8 @@ def show_set_sizes(
     app: object, what: str, name: str, obj: object, options: object, lines: list[str]
 ) -> None:
     for i, line in enumerate(lines):
-        if not line.lstrip().startswith(("|", "+")):
+        # "| " opens a line block and "+-" a grid table; those bars are markup
+        if not line.lstrip().startswith(("| ", "+-", "+=")):
             lines[i] = SET_SIZE.sub(r"\\|\1\\|", line)
 
 

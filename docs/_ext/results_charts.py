@@ -72,6 +72,7 @@ def series(
 
 
 def draw(names: list[str], values: dict[str, list[float]], caption: str) -> str:
+    """An SVG bar chart, bars grouped by row; horizontal when the row names are long."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -80,26 +81,53 @@ def draw(names: list[str], values: dict[str, list[float]], caption: str) -> str:
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "memory-pipeline"})
     found = [v for vs in values.values() for v in vs if not math.isnan(v)]
     floor = max(0.0, math.floor((min(found) - 0.05) * 10) / 10)
+    top = min(1.0, max(found) + 0.04) if max(found) <= 1 else max(found) * 1.1
+    horizontal = max(len(n) for n in names) > 14
     width = 0.8 / len(values)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(names) + 1.5), 3.6))
+    if horizontal:
+        size = (8.0, 0.45 * len(names) * max(1, len(values) / 2) + 1.2)
+    else:
+        size = (max(6.0, 1.1 * len(names) + 2.0), 3.4)
+    fig, ax = plt.subplots(figsize=size)
     for i, (column, vs) in enumerate(values.items()):
-        xs = [x + (i - (len(values) - 1) / 2) * width for x in range(len(names))]
-        bars = ax.bar(xs, [0 if math.isnan(v) else v - floor for v in vs], width, bottom=floor)
+        offset = (i - (len(values) - 1) / 2) * width
+        places = [x + offset for x in range(len(names))]
+        lengths = [0 if math.isnan(v) else v - floor for v in vs]
+        if horizontal:
+            bars = ax.barh(places, lengths, width, left=floor)
+        else:
+            bars = ax.bar(places, lengths, width, bottom=floor)
         bars.set_label(label(column))
-        for x, v in zip(xs, vs, strict=True):
-            if not math.isnan(v):
-                ax.text(x, v + 0.003, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(names)), names, fontsize=8)
-    ax.set_ylim(floor, min(1.0, max(found) + 0.05) if max(found) <= 1 else max(found) * 1.1)
+        for at, v in zip(places, vs, strict=True):
+            if math.isnan(v):
+                continue
+            if horizontal:
+                ax.text(v + 0.002, at, f"{v:.3f}", va="center", fontsize=7)
+            else:
+                ax.text(at, v + 0.003, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
+    if horizontal:
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(floor, top + 0.02)
+    else:
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_ylim(floor, top)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title(caption, fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
+    svg = svg[svg.index("<svg") :]
+    # Scale with the page: the viewBox keeps the proportions.
+    return re.sub(
+        r'<svg([^>]*?) width="[^"]*" height="[^"]*"',
+        r'<svg\1 style="width:100%;height:auto"',
+        svg,
+        count=1,
+    )
 
 
 class ResultsChart(SphinxDirective):
