@@ -38,6 +38,10 @@ root_doc = "index"
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 
+# Help texts and descriptions are shown as the code writes them: "--recursive" stays two
+# hyphens, 'hashing' keeps its straight quotes.
+smartquotes = False
+
 html_theme = "furo"
 html_title = "memory-pipeline"
 html_static_path: list[str] = []

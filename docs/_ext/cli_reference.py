@@ -23,7 +23,7 @@ from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-WIDTH = 96
+WIDTH = 80
 
 
 class _Taken(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from docnodes import code, inline, section, table
+from docnodes import code, inline, section, table, with_code
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.ext.graphviz import graphviz
@@ -35,8 +35,8 @@ def codes(names: Any) -> nodes.Node | str:
     return inline(*(code(n) for n in names)) if names else ""
 
 
-def first_line(text: str | None) -> str:
-    return (text or "").strip()
+def text(value: str | None) -> nodes.Node | str:
+    return with_code(value or "")
 
 
 def lineage(graph: Any, keys: list[Any]) -> graphviz:
@@ -45,7 +45,7 @@ def lineage(graph: Any, keys: list[Any]) -> graphviz:
         groups.setdefault(graph.get(key).group_name or "default", []).append(key.to_user_string())
     lines = [
         "digraph assets {",
-        '  rankdir=LR; bgcolor="transparent";',
+        '  rankdir=LR; bgcolor="transparent"; fontname="Helvetica"; fontsize=10;',
         '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
         '  edge [color="#555555"];',
     ]
@@ -65,10 +65,8 @@ def lineage(graph: Any, keys: list[Any]) -> graphviz:
 
 
 def assets_section(graph: Any) -> nodes.section:
-    keys = sorted(
-        (k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable),
-        key=lambda k: (graph.get(k).group_name or "", k.to_user_string()),
-    )
+    # Upstream first, as the data flows.
+    keys = [k for k in graph.toposorted_asset_keys if graph.get(k).is_materializable]
     sec = section("Assets", "dagster-assets")
     sec += lineage(graph, keys)
     rows = []
@@ -80,7 +78,7 @@ def assets_section(graph: Any) -> nodes.section:
                 node.group_name or "",
                 codes(p.to_user_string() for p in node.parent_keys),
                 ", ".join(sorted(node.kinds)),
-                first_line(node.description),
+                text(node.description),
             ]
         )
     sec += table(["asset", "group", "upstream", "kinds", "description"], rows)
@@ -97,14 +95,15 @@ def checks_section(graph: Any) -> nodes.section:
                 code(ck.name),
                 code(ck.asset_key.to_user_string()),
                 "yes" if node.blocking else "",
-                first_line(node.description),
+                text(node.description),
             ]
         )
     sec += table(["check", "asset", "blocking", "description"], rows)
     sec += nodes.paragraph(
         "",
-        "A blocking check that fails stops the run before the assets downstream of its asset. "
-        "Severities (WARN, ERROR) are set by each check's result when it runs.",
+        "A blocking check whose result fails keeps the assets downstream of its asset from "
+        "materializing in that run. The severity (WARN or ERROR) is part of each check's "
+        "result, decided when it runs; the descriptions say which.",
     )
     return sec
 
@@ -118,7 +117,7 @@ def jobs_section(defs: Any) -> nodes.section:
         layer = job.asset_layer
         selected = [k.to_user_string() for k in layer.selected_asset_keys]
         checks = [c.name for c in getattr(layer, "selected_asset_check_keys", ())]
-        rows.append([code(job.name), codes(selected) or codes(checks), first_line(job.description)])
+        rows.append([code(job.name), codes(selected) or codes(checks), text(job.description)])
     sec += table(["job", "runs", "description"], rows)
     return sec
 
@@ -133,7 +132,7 @@ def sensors_section(defs: Any) -> nodes.section:
                 f"{sensor.minimum_interval_seconds} s" if sensor.minimum_interval_seconds else "",
                 sensor.default_status.value.lower(),
                 codes(t.job_name for t in sensor.targets),
-                first_line(sensor.description),
+                text(sensor.description),
             ]
         )
     sec += table(["sensor", "every", "by default", "starts", "description"], rows)
@@ -151,7 +150,7 @@ def schedules_section(defs: Any) -> nodes.section:
                 schedule.execution_timezone or "UTC",
                 schedule.default_status.value.lower(),
                 code(schedule.job_name),
-                first_line(schedule.description),
+                text(schedule.description),
             ]
         )
     sec += table(["schedule", "cron", "time zone", "by default", "job", "description"], rows)

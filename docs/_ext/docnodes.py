@@ -3,6 +3,7 @@
 Text that comes from the code (help strings, tool descriptions, docstrings of Dagster
 definitions) is put in as text, never parsed as markup: a stray ``*`` or ``_`` in a
 description cannot break the build, and what the page shows is what the code says.
+Only code spans in backticks, as Dagster's UI and MCP clients show them, become code.
 """
 
 from __future__ import annotations
@@ -23,12 +24,29 @@ def section(title: str, ident: str, *, literal_title: bool = False) -> nodes.sec
     return sec
 
 
+CODE_SPAN = re.compile(r"(``?)([^`]+?)\1")
+
+
+def with_code(text: str) -> nodes.paragraph:
+    """One paragraph of ``text``, its lines joined; code spans in backticks become code."""
+    text = " ".join(line.strip() for line in text.strip().splitlines())
+    para = nodes.paragraph()
+    at = 0
+    for match in CODE_SPAN.finditer(text):
+        if match.start() > at:
+            para += nodes.Text(text[at : match.start()])
+        para += code(match.group(2))
+        at = match.end()
+    if at < len(text):
+        para += nodes.Text(text[at:])
+    return para
+
+
 def paragraphs(text: str | None) -> list[nodes.paragraph]:
-    """``text`` split at blank lines into paragraphs, its lines joined; nothing parsed."""
-    if not text:
+    """``text`` split at blank lines into paragraphs (see ``with_code``)."""
+    if not text or not text.strip():
         return []
-    blocks = re.split(r"\n\s*\n", text.strip())
-    return [nodes.paragraph("", " ".join(line.strip() for line in b.splitlines())) for b in blocks]
+    return [with_code(block) for block in re.split(r"\n\s*\n", text.strip())]
 
 
 def literal(code: str, language: str = "text") -> nodes.literal_block:
@@ -78,7 +96,7 @@ def _row(cells: Sequence[Cell]) -> nodes.row:
         entry = nodes.entry()
         if isinstance(cell, nodes.Node):
             entry += cell if isinstance(cell, nodes.Body) else nodes.paragraph("", "", cell)
-        else:
-            entry += nodes.paragraph("", cell)
+        elif cell:
+            entry += with_code(cell)
         row += entry
     return row

@@ -8,6 +8,7 @@ the input and output JSON schemas are what a client receives.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -89,21 +90,24 @@ def argument_rows(schema: dict[str, Any]) -> list[list[Any]]:
                 code(name),
                 code(type_of(prop)),
                 "yes" if name in required else "",
-                code(repr(default)) if "default" in prop else "",
-                " ".join(filter(None, [prop.get("description", ""), _bounds(prop)])),
+                code(json.dumps(default, ensure_ascii=False)) if "default" in prop else "",
+                "; ".join(filter(None, [prop.get("description", ""), _bounds(prop)])),
             ]
         )
     return rows
 
 
 def hints(annotations: dict[str, Any]) -> list[str]:
-    names = {
-        "readOnlyHint": "read-only",
-        "destructiveHint": "destructive",
-        "idempotentHint": "idempotent",
-        "openWorldHint": "open world",
-    }
-    return [label for k, label in names.items() if annotations.get(k)]
+    """What the tool's annotations tell a client: read-only, writes or destructive; idempotent."""
+    if annotations.get("readOnlyHint"):
+        found = ["read-only"]
+    else:
+        found = ["destructive" if annotations.get("destructiveHint") else "writes"]
+    if annotations.get("idempotentHint"):
+        found.append("idempotent")
+    if annotations.get("openWorldHint"):
+        found.append("open world")
+    return found
 
 
 def details(summary: str, body: nodes.Node) -> list[nodes.Node]:
