@@ -45,6 +45,8 @@ smartquotes = False
 html_theme = "furo"
 html_title = "memory-pipeline"
 html_static_path: list[str] = []
+# The READMEs' pages are read from the repository root; a copy of docs/ sources would mislead.
+html_copy_source = False
 
 graphviz_output_format = "svg"
 

@@ -52,7 +52,7 @@ def load_parser(spec: str, *, calls_parse_args: bool = False) -> argparse.Argume
 
 
 def usage(parser: argparse.ArgumentParser) -> str:
-    formatter = parser.formatter_class(prog=parser.prog, width=WIDTH)
+    formatter = argparse.HelpFormatter(parser.prog, width=WIDTH)
     formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
     return formatter.format_help().strip()
 

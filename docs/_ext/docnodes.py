@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from docutils import nodes
 
-Cell = str | nodes.Node
+Cell: TypeAlias = str | nodes.Node
 
 
 def section(title: str, ident: str, *, literal_title: bool = False) -> nodes.section:
