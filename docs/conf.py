@@ -3,6 +3,7 @@ from the code (``_ext/``), diagrams from the Graphviz sources in ``diagrams/``."
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -50,10 +51,16 @@ html_copy_source = False
 
 graphviz_output_format = "svg"
 
-autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_default_options = {
+    "members": True,
+    "show-inheritance": True,
+    # pydantic's own class attributes, the same on every model
+    "exclude-members": "model_config, model_fields, model_computed_fields",
+}
 autodoc_member_order = "bysource"
-autodoc_typehints = "description"
-autodoc_class_signature = "separated"
+autodoc_typehints = "signature"
+autodoc_typehints_format = "short"
+autodoc_class_signature = "mixed"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
@@ -87,5 +94,17 @@ def show_set_sizes(
             lines[i] = SET_SIZE.sub(r"\\|\1\\|", line)
 
 
+def drop_dataclass_signatures(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """A dataclass without a docstring gets its signature as one, a constant its type's
+    docstring (``dict``'s); the page shows the signature and the value already."""
+    if what == "class" and lines and lines[0].startswith(f"{getattr(obj, '__name__', '')}("):
+        lines.clear()
+    if what == "data" and "\n".join(lines).strip() == (inspect.getdoc(type(obj)) or "").strip():
+        lines.clear()
+
+
 def setup(app: Any) -> None:
     app.connect("autodoc-process-docstring", show_set_sizes)
+    app.connect("autodoc-process-docstring", drop_dataclass_signatures)
