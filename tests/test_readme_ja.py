@@ -2,8 +2,8 @@
 
 The prose is translated and may differ; the structure may not. Headings must have the
 same levels in the same order, and every code block must hold the same commands (the
-comments after them are translated, so they are left out of the comparison). Each
-README links to the other near its top.
+comments after them are translated, so they are left out of the comparison). Both name
+the same settings and link to the same pages, and each links to the other near its top.
 """
 
 from __future__ import annotations
@@ -74,6 +74,16 @@ def test_the_japanese_readme_has_the_english_structure() -> None:
     assert drift(ENGLISH, JAPANESE) == []
     assert structure(ENGLISH).headings, "README.md has no headings to compare"
     assert len(structure(ENGLISH).blocks) >= 4
+
+
+def test_the_japanese_readme_names_every_variable_and_link() -> None:
+    """The settings table and the links to the other pages are the same in both."""
+    for pattern in (r"`(HYBRID_RAG_\w+|MEMORY_PIPELINE_\w+)`", r"\]\(((?:docs|eval)/[^)\s]+)\)"):
+        english = set(re.findall(pattern, ENGLISH))
+        assert english, pattern
+        assert english == set(re.findall(pattern, JAPANESE)), english ^ set(
+            re.findall(pattern, JAPANESE)
+        )
 
 
 def test_each_readme_links_to_the_other_near_its_top() -> None:
