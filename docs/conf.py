@@ -64,9 +64,11 @@ autodoc_class_signature = "mixed"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
-# What the generated references import, imported before autodoc runs: pydantic models
-# that are first defined after autodoc has inspected the project's modules fail to build
-# ("the type annotation for `__pydantic_extra__` must be `dict[str, ...]`").
+# What the generated references import, imported before autodoc runs: once autodoc has
+# collected the members of a pydantic model (memory_pipeline.config's settings), a
+# pydantic model defined afterwards fails to build ("the type annotation for
+# `__pydantic_extra__` must be `dict[str, ...]`"), and the MCP SDK and Dagster define
+# theirs when first imported.
 import logging  # noqa: E402
 
 import mcp  # noqa: E402, F401
