@@ -28,6 +28,7 @@ from memory_pipeline.ingest.chunking import (
     MIN_CHUNK_SIZE,
 )
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, TurnIndexing
 from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
@@ -90,6 +91,18 @@ class IngestSettings(_Section):
     max_file_bytes: Annotated[int, annotated_types.Ge(1)] = _var(
         "MAX_FILE_BYTES", DEFAULT_MAX_BYTES
     )
+    # Conversation turns are indexed with the turns around them (docs/conversations.md).
+    turn_context_before: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = _var(
+        "TURN_CONTEXT_BEFORE", DEFAULT_TURN_INDEXING.before
+    )
+    turn_context_after: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = _var(
+        "TURN_CONTEXT_AFTER", DEFAULT_TURN_INDEXING.after
+    )
+    # ... and with the absolute dates their relative ones ("yesterday") mean.
+    turn_dates: bool = _var("TURN_DATES", DEFAULT_TURN_INDEXING.dates)
+
+    def turn_indexing(self) -> TurnIndexing:
+        return TurnIndexing(self.turn_context_before, self.turn_context_after, self.turn_dates)
 
     @model_validator(mode="after")
     def _overlap_leaves_room(self) -> IngestSettings:

@@ -28,6 +28,7 @@ from memory_pipeline.ingest.loaders import (
     load_text,
     normalized_content_hash,
 )
+from memory_pipeline.ingest.turns import chunk_turns
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.forgetting import (
     ForgettingReport,
@@ -299,18 +300,31 @@ class MemorySystem:
                 )
                 continue
             seen.add(doc_id)
-            pieces = chunk_document(
-                loaded.text,
-                token_counter=self.embedder.count_tokens,
-                max_chunk_size=self.settings.ingest.max_chunk_size,
-                overlap=self.settings.ingest.chunk_overlap,
-                fmt=loaded.fmt,
-            )
-            if not pieces:
+            chunks = self._chunks(loaded)
+            if not chunks:
                 raise InvalidInputError(f"{loaded.source}: no text to index after chunking")
-            chunks = [NewChunk(c.index, c.text, c.token_count) for c in pieces]
             out.append(_Planned(p, doc_id, content_hash, chunks))
         return out
+
+    def _chunks(self, loaded: LoadedDocument) -> list[NewChunk]:
+        """A conversation by turn, with each turn's context in its index text; any other
+        document by its structure."""
+        ingest = self.settings.ingest
+        if loaded.turns:
+            return chunk_turns(
+                loaded.turns,
+                token_counter=self.embedder.count_tokens,
+                max_chunk_size=ingest.max_chunk_size,
+                indexing=ingest.turn_indexing(),
+            )
+        pieces = chunk_document(
+            loaded.text,
+            token_counter=self.embedder.count_tokens,
+            max_chunk_size=ingest.max_chunk_size,
+            overlap=ingest.chunk_overlap,
+            fmt=loaded.fmt,
+        )
+        return [NewChunk(c.index, c.text, c.token_count) for c in pieces]
 
     def _store_planned(
         self, planned: _Planned, vectors: np.ndarray, reused: Sequence[bool]
@@ -369,13 +383,13 @@ class MemorySystem:
         (each distinct text once); also, per chunk, whether its vector was reused."""
         if not chunks:
             return np.zeros((0, 0), dtype=np.float32), []
-        shas = [content_sha(c.content) for c in chunks]
+        shas = [content_sha(c.indexed_text) for c in chunks]
         known = self.store.vectors_by_content(list(dict.fromkeys(shas)), self.embedder.model_id)
         todo = [sha for sha in dict.fromkeys(shas) if sha not in known]
         first: dict[str, int] = {}
         for i, sha in enumerate(shas):
             first.setdefault(sha, i)
-        texts = [chunks[first[sha]].content for sha in todo]
+        texts = [chunks[first[sha]].indexed_text for sha in todo]
         fresh = self.embedder.embed_documents(
             texts, progress=progress and len(texts) >= _EMBED_BAR_MIN
         )
@@ -417,8 +431,14 @@ class MemorySystem:
         memory_freq_weight: float | None = None,
         memory_importance_threshold: float | None = None,
         now: dt.datetime | None = None,
+        rewrites: Sequence[str] = (),
     ) -> SearchResult:
-        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis."""
+        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis.
+
+        ``rewrites`` are other phrasings of the same question the caller wrote (synonyms,
+        the names the memory may use, a question turned into a statement): each is
+        searched too and all are fused into one ranking (``HybridSearcher.search``).
+        """
         if isinstance(query, str):
             check_text("query", query, multiline=True)
         if filters is not None:
@@ -436,7 +456,7 @@ class MemorySystem:
             ),
             now=now,
         )
-        return self.searcher.search(query, filters, params)
+        return self.searcher.search(query, filters, params, rewrites=rewrites)
 
     def rerank(
         self,

@@ -8,6 +8,28 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation, as a chunk that holds it knows it."""
+
+    turn_id: str
+    speaker: str
+    said_at: dt.datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        at = self.said_at.isoformat() if self.said_at else None
+        return {"turn_id": self.turn_id, "speaker": self.speaker, "said_at": at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        at = data.get("said_at")
+        return cls(
+            str(data["turn_id"]),
+            str(data.get("speaker") or ""),
+            dt.datetime.fromisoformat(at) if at else None,
+        )
+
+
+@dataclass(frozen=True)
 class ChunkRecord:
     """A live chunk as stored in the database."""
 
@@ -24,15 +46,33 @@ class ChunkRecord:
     created_at: dt.datetime
     source_date: dt.date | None
     space: str = "default"  # the memory space it belongs to (memory_pipeline/spaces.py)
+    # What the indices hold for it when that is more than its content (a turn with its
+    # context); None: the content itself.
+    index_text: str | None = None
+    turns: tuple[Turn, ...] = ()  # the conversation turns it holds, in order
+
+    @property
+    def indexed_text(self) -> str:
+        return self.index_text if self.index_text is not None else self.content
 
 
 @dataclass(frozen=True)
 class NewChunk:
-    """A chunk about to be stored (no id yet)."""
+    """A chunk about to be stored (no id yet).
+
+    ``content`` is what a search returns; ``index_text``, when given, is what is embedded
+    and BM25-indexed instead (a conversation turn with its date, speaker and neighbours).
+    """
 
     chunk_index: int
     content: str
     token_count: int
+    index_text: str | None = None
+    turns: tuple[Turn, ...] = ()
+
+    @property
+    def indexed_text(self) -> str:
+        return self.index_text if self.index_text is not None else self.content
 
 
 @dataclass(frozen=True)
@@ -68,9 +108,11 @@ class SearchHit:
     # The document's title and where it came from (a file path, or ``text:<title>``).
     title: str | None = None
     source: str | None = None
+    turns: tuple[Turn, ...] = ()  # the conversation turns it holds (none for documents)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["turns"] = [t.to_dict() for t in self.turns]
         data["created_at"] = self.created_at.isoformat()
         data["source_date"] = self.source_date.isoformat() if self.source_date else None
         return data
@@ -88,6 +130,7 @@ class SearchStats:
     guaranteed_added: int = 0
     importance_cut: int = 0
     notes: list[str] = field(default_factory=list)
+    phrasings: int = 1  # the query and the distinct rewrites searched with it
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from memory_pipeline.search.params import DEFAULT_TOP_K
+from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters, SearchHit
 from serving.schemas import (
@@ -41,6 +42,12 @@ from serving.wire import float32_list
 _TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's half-life)"
 _FREQ_WEIGHT = "share of the score given to how often a chunk was retrieved"
 _IMPORTANCE = "chunks whose importance is below this are left out (unset importance passes)"
+_REWRITES = (
+    "other phrasings of the same question that you wrote: synonyms, the names the memory "
+    "may use, the question turned into a statement; use them when the memory may word it "
+    "differently. Each is searched and all are fused into one ranking, the query weighing "
+    "as much as all rewrites together"
+)
 
 
 class ReadTools:
@@ -75,6 +82,10 @@ class ReadTools:
     def hybrid_search(
         self,
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
+        rewrites: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]] | None,
+            Field(max_length=MAX_REWRITES, description=_REWRITES),
+        ] = None,
         tags: Annotated[
             list[Tag] | None, Field(max_length=20, description="only chunks with all these tags")
         ] = None,
@@ -121,6 +132,7 @@ class ReadTools:
             filters=search_filters,
             enable_mmr=diversify,
             enable_memory_rerank=memory_rerank,
+            rewrites=rewrites or (),
         )
         stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)
         return SearchOutput(

@@ -111,6 +111,15 @@ def _scores(scores: Any) -> Any:
 StageScores = Annotated[dict[str, int | float], BeforeValidator(_scores)]
 
 
+class TurnOut(BaseModel):
+    turn_id: str
+    speaker: str
+    said_at: dt.datetime | None = None
+
+
+_TURNS = "the conversation turns it holds (turn id, speaker, when it was said); none for documents"
+
+
 class Hit(BaseModel):
     chunk_id: int
     doc_id: str
@@ -126,6 +135,7 @@ class Hit(BaseModel):
     source_date: dt.date | None = None
     score: Rounded
     stage_scores: StageScores = {}
+    turns: list[TurnOut] = Field(default=[], description=_TURNS)
 
 
 class SearchStatsOut(BaseModel):
@@ -139,6 +149,7 @@ class SearchStatsOut(BaseModel):
     guaranteed_added: int = 0
     importance_cut: int = 0
     notes: list[McpText] = []
+    phrasings: int = Field(default=1, description="the query and the distinct rewrites searched")
 
 
 class SearchOutput(BaseModel):
@@ -201,6 +212,7 @@ class ChunkOut(BaseModel):
     last_accessed_at: dt.datetime | None = None
     created_at: dt.datetime
     source_date: dt.date | None = None
+    turns: list[TurnOut] = Field(default=[], description=_TURNS)
 
 
 class TaggedChunks(BaseModel):

@@ -28,7 +28,8 @@ SERVER_NAME = "hybrid-rag"
 INSTRUCTIONS = """\
 Long-term memory: documents, notes and session summaries, searched by meaning and keywords.
 Search with hybrid_search before answering from memory; widen with a larger top_k or fewer
-filters, narrow with tags/filters; read around a hit with get_document_chunks. Store with
+filters, or pass rewrites (your own other phrasings: synonyms, the names the memory may use);
+narrow with tags/filters; read around a hit with get_document_chunks. Store with
 ingest (files) or ingest_text (text in hand). Changing importance or knowledge_type, deleting
 and real forgetting runs (dry_run=false) need a person's confirmation first."""
 

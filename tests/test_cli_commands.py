@@ -38,7 +38,7 @@ SOURCES_YAML = "state: state/sources-state.json\nroots:\n  - name: notes\n    pa
 SEARCH_KEYS = {"query", "hits", "stats"}
 HIT_KEYS = {
     "chunk_id", "doc_id", "chunk_index", "content", "knowledge_type", "importance", "tags",
-    "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source",
+    "access_count", "created_at", "source_date", "score", "stage_scores", "title", "source", "turns",
 }  # fmt: skip
 HEALTH_KEYS = {"findings", "healthy", "checked_at", "index_version", "timings", "backend"}
 STATS_KEYS = {
@@ -391,3 +391,20 @@ def test_an_unusable_database_url_is_an_error_line(
     code, _, err = run(["update-index", "--database-url", "nope://x", "--model", "hashing"], capsys)
     assert code == 2
     assert "error:" in err and "nope://x" in err
+
+
+def test_search_fuses_each_rewrite(ctx: Ctx, capsys: pytest.CaptureFixture[str]) -> None:
+    query = ("zebra", "-k", "1", "--json", "--stats", "--no-access")
+    code, out, err = run(argv_for(ctx, "search", *query), capsys)
+    assert code == 0, err
+    assert [h["doc_id"] for h in json.loads(out)["hits"]] != [ctx.values["launch_id"]]
+    rewrites = ("--rewrite", "dashboard launched internally", "--rewrite", "new dashboard")
+    code, out, err = run(argv_for(ctx, "search", *query, *rewrites), capsys)
+    assert code == 0, err
+    found = json.loads(out)
+    assert [h["doc_id"] for h in found["hits"]] == [ctx.values["launch_id"]]
+    assert (found["query"], found["stats"]["phrasings"]) == ("zebra", 3)
+    code, out, err = run(argv_for(ctx, "search", "zebra", "--rewrite", " "), capsys)
+    assert (code, out) == (2, "")
+    assert "error: rewrites[0] must be a non-empty string" in err
+    assert "--rewrite TEXT" in commands(build_parser())["search"].format_help()

@@ -260,7 +260,7 @@ def test_real_run_is_recorded_and_archive_lines_are_complete(system: MemorySyste
         assert record is not None
         assert set(record) == {
             "type", "run_id", "archived_at", "reason", "score", "chunk_id", "doc_id", "space",
-            "chunk_index", "content", "token_count", "knowledge_type", "importance", "tags",
+            "chunk_index", "content", "index_text", "turns", "token_count", "knowledge_type", "importance", "tags",
             "access_count", "last_accessed_at", "created_at", "source_date", "model_id",
             "vector", "dim", "document",
         }  # fmt: skip

@@ -86,6 +86,29 @@ async def test_unknown_arguments_are_named(system: MemorySystem, tmp_path: Path)
 
 
 @pytest.mark.anyio
+async def test_hybrid_search_fuses_the_rewrites_an_agent_wrote(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    system.ingest_text("Car maintenance: change the engine oil every ten thousand km.", "car")
+    system.ingest_text("The automobile was invented in 1886.", "automobile")
+    system.ingest_text("Bob prefers jazz records on long evenings.", "jazz")
+    system.update_index()
+    query = {"query": "automobile upkeep on evenings", "top_k": 2, "include_stats": True}
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        alone = structured(await client.call_tool("hybrid_search", query))
+        fused = structured(
+            await client.call_tool("hybrid_search", {**query, "rewrites": ["car engine oil"]})
+        )
+        too_many = await client.call_tool("hybrid_search", {**query, "rewrites": ["a"] * 9})
+        control = await client.call_tool("hybrid_search", {**query, "rewrites": ["oil\x07"]})
+    assert "car" not in [h["title"] for h in alone["chunks"]] and "phrasings" not in alone["stats"]
+    assert "car" in [h["title"] for h in fused["chunks"]] and fused["stats"]["phrasings"] == 2
+    assert too_many.is_error and "rewrites" in error_text(too_many)
+    assert control.is_error
+    assert "rewrites[0]: control character U+0007 at index 3" in error_text(control)
+
+
+@pytest.mark.anyio
 async def test_a_failed_index_update_after_a_write_is_reported_not_raised(
     system: MemorySystem, tmp_path: Path
 ) -> None:

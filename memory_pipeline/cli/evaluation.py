@@ -54,6 +54,19 @@ def _configs(text: str) -> list[str]:
     return names
 
 
+def _turn_context(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    try:
+        before, after = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected BEFORE,AFTER as two whole numbers like 1,1: {text}"
+        ) from None
+    if not (0 <= before <= 8 and 0 <= after <= 8):
+        raise argparse.ArgumentTypeError(f"each of BEFORE,AFTER must be 0 to 8: {text}")
+    return before, after
+
+
 def register(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     parents: list[argparse.ArgumentParser],
@@ -70,6 +83,32 @@ def register(
     src = p.add_mutually_exclusive_group()
     src.add_argument("--golden", type=Path, help=f"golden set YAML (default: {DEFAULT_GOLDEN})")
     src.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    src.add_argument(
+        "--locomo",
+        type=Path,
+        metavar="FILE",
+        help="a LoCoMo-format JSON file: each conversation imported as a user's would be, "
+        "questions judged by their evidence turns, per category",
+    )
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="LoCoMo: all conversations in one memory, each question filtered to its own "
+        "(default: a memory per conversation)",
+    )
+    p.add_argument(
+        "--turn-context",
+        type=_turn_context,
+        metavar="BEFORE,AFTER",
+        help="LoCoMo: neighbouring turns indexed with each turn (default: the settings', "
+        "HYBRID_RAG_TURN_CONTEXT_BEFORE/AFTER)",
+    )
+    p.add_argument(
+        "--turn-dates",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="LoCoMo: index the dates that relative times mean (default: HYBRID_RAG_TURN_DATES)",
+    )
     p.add_argument(
         "--extra-corpus",
         action="append",
@@ -179,6 +218,38 @@ def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:
     return run
 
 
+def _locomo_run(args: argparse.Namespace, progress: bool) -> EvalRun:
+    from memory_pipeline.evaluation.locomo import evaluate_locomo, load_locomo
+
+    ds = load_locomo(args.locomo)
+    embedder, settings = _embedder(getattr(args, "model", None))
+    if args.turn_context is not None:
+        before, after = args.turn_context
+        settings = settings.replace(turn_context_before=before, turn_context_after=after)
+    if args.turn_dates is not None:
+        settings = settings.replace(turn_dates=args.turn_dates)
+    turns = sum(len(c.messages) for sessions in ds.sessions.values() for c in sessions)
+    print(
+        f"{ds.name}: {len(ds.sessions)} conversations, {turns} turns, "
+        f"{ds.n_queries} judged questions"
+    )
+    run = evaluate_locomo(
+        ds,
+        embedder,
+        settings,
+        variants=args.config or None,
+        k_values=args.k_values,
+        pooled=args.pooled,
+        cache_root=args.cache_dir,
+        progress=progress,
+    )
+    print(
+        f"{run.settings['memories']}: built in {run.settings['build_seconds']}s "
+        f"({run.settings['embedded']} texts embedded)"
+    )
+    return run
+
+
 def _golden_run(args: argparse.Namespace, make_system: MakeSystem, progress: bool) -> EvalRun:
     from memory_pipeline.evaluation.golden import load_golden
     from memory_pipeline.evaluation.runner import evaluate, golden_queries
@@ -212,11 +283,26 @@ def cmd_eval(
     baseline = EvalRun.load(args.compare) if args.compare else None
     progress = not args.no_progress
     started = time.perf_counter()
-    run = _beir_run(args, progress) if args.beir else _golden_run(args, make_system, progress)
+    if args.pooled and not args.locomo:
+        raise InvalidInputError("--pooled is for --locomo FILE")
+    if args.locomo:
+        run = _locomo_run(args, progress)
+    elif args.beir:
+        run = _beir_run(args, progress)
+    else:
+        run = _golden_run(args, make_system, progress)
     comparison = compare_runs(baseline, run) if baseline else None
     paths = write_report(run, args.output_dir, comparison=comparison, chart=not args.no_chart)
     print()
     print(headline_table(run))
+    if args.locomo:
+        from memory_pipeline.evaluation.locomo import category_table
+
+        primary = run.variant()
+        print(f"\nturn-level, by question category ({primary.name}):")
+        print(category_table(run))
+        print(f"recall@5 {primary.summary.get('recall@5', float('nan')):.4f}")
+        print(f"recall@10 {primary.summary.get('recall@10', float('nan')):.4f}")
     for note in run.notes:
         print(f"note: {note}")
     if comparison is not None:

@@ -22,6 +22,7 @@ from memory_pipeline.index.backends.names import BACKENDS
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K
+from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import SearchFilters
 
@@ -109,6 +110,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         memory_time_weight=args.time_weight,
         memory_freq_weight=args.freq_weight,
         memory_importance_threshold=args.importance_threshold,
+        rewrites=tuple(args.rewrite or ()),
     )
     if args.json:
         payload = {"query": result.query, "hits": [h.to_dict() for h in result.hits]}
@@ -233,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", parents=[common], help="hybrid search")
     p.add_argument("query")
+    p.add_argument(
+        "--rewrite",
+        action="append",
+        metavar="TEXT",
+        help="another phrasing of the same question (repeatable, at most "
+        f"{MAX_REWRITES}): synonyms, the words the notes may use; each is searched and all "
+        "are fused into one ranking, the query weighing as much as all rewrites together",
+    )
     p.add_argument(
         "-k",
         "--top-k",

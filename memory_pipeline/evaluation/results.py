@@ -15,8 +15,9 @@ class QueryResult:
     query_id: str
     query: str
     metrics: dict[str, float | None]
-    ranking: list[str]  # the first 10 documents (or chunks, for chunk-judged queries)
+    ranking: list[str]  # the first 10 documents (or chunks, or turns, as judged)
     authority_rank: int | None = None
+    group: str | None = None  # the query's group (a LoCoMo question category)
 
 
 @dataclass
@@ -27,6 +28,8 @@ class VariantResult:
     queries: list[QueryResult]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    # Means per query group (e.g. LoCoMo's question categories), when queries have one.
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def per_query(self) -> dict[str, QueryResult]:
         return {q.query_id: q for q in self.queries}
@@ -78,6 +81,7 @@ class EvalRun:
                     queries=[QueryResult(**q) for q in v.get("queries", [])],
                     seconds=float(v.get("seconds", 0.0)),
                     notes=list(v.get("notes", [])),
+                    groups={g: dict(m) for g, m in (v.get("groups") or {}).items()},
                 )
                 for v in data["variants"]
             ]

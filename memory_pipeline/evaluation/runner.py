@@ -55,6 +55,9 @@ class EvalQuery:
     relevant_docs: dict[str, int] | None = None
     authority: str | None = None
     filters: SearchFilters | None = None
+    # Judged by conversation turn ids (``qrels`` keys): a hit counts as the turns it holds.
+    turn_level: bool = False
+    group: str | None = None  # e.g. a question category, for per-group means
 
 
 def golden_queries(golden: GoldenSet) -> list[EvalQuery]:
@@ -76,7 +79,10 @@ def _score_query(
     q: EvalQuery, refs: Sequence[ChunkRef], k_values: Sequence[int], window: int
 ) -> tuple[QueryResult, QueryMetrics]:
     docs = [r.doc_id for r in refs]
-    ranking = dedupe([r.key for r in refs] if q.chunk_level else docs)
+    if q.turn_level:  # each returned turn takes a rank, a chunk of three takes three
+        ranking = dedupe(t for r in refs for t in r.turns)
+    else:
+        ranking = dedupe([r.key for r in refs] if q.chunk_level else docs)
     m = query_metrics(
         ranking,
         docs,
@@ -86,7 +92,10 @@ def _score_query(
         authority=q.authority,
         authority_window=window,
     )
-    return QueryResult(q.id, q.text, m.values, ranking[:_KEPT_RANKS], m.authority_rank), m
+    result = QueryResult(
+        q.id, q.text, m.values, ranking[:_KEPT_RANKS], m.authority_rank, group=q.group
+    )
+    return result, m
 
 
 def _run_variant(
@@ -118,7 +127,14 @@ def _run_variant(
     summary = mean_metrics(scored, window)
     summary["queries_judged"] = float(sum(1 for r in per_query if r.metrics["mrr"] is not None))
     elapsed = time.perf_counter() - started
-    return VariantResult(variant.name, variant.description, summary, per_query, elapsed)
+    groups: dict[str, list[QueryMetrics]] = {}
+    for q, m in zip(queries, scored, strict=True):
+        if q.group is not None:
+            groups.setdefault(q.group, []).append(m)
+    by_group = {g: mean_metrics(ms, window) for g, ms in sorted(groups.items())}
+    return VariantResult(
+        variant.name, variant.description, summary, per_query, elapsed, groups=by_group
+    )
 
 
 def evaluate(

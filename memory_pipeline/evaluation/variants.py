@@ -26,6 +26,7 @@ class ChunkRef:
     chunk_id: int
     doc_id: str
     chunk_index: int
+    turns: tuple[str, ...] = ()  # the ids of the conversation turns it holds
 
     @property
     def key(self) -> str:
@@ -37,10 +38,11 @@ class ChunkDirectory:
 
     def __init__(self, system: MemorySystem) -> None:
         self._map = system.store.chunk_positions()
+        self._turns = system.store.chunk_turn_ids()
 
     def refs(self, ids: Sequence[int]) -> list[ChunkRef]:
         """Refs in the given order; ids no longer live are dropped, as search does."""
-        return [ChunkRef(i, *self._map[i]) for i in ids if i in self._map]
+        return [ChunkRef(i, *self._map[i], self._turns.get(i, ())) for i in ids if i in self._map]
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def _hybrid(
             enable_memory_rerank=memory,
         )
         result = system.searcher.search(req.text, req.filters, params, query_vector=req.vector)
-        return [ChunkRef(h.chunk_id, h.doc_id, h.chunk_index) for h in result.hits]
+        return chunks.refs([h.chunk_id for h in result.hits])
 
     return run
 

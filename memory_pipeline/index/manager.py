@@ -246,7 +246,7 @@ class IndexWriter:
         return total
 
     def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
-        contents = reads.contents([int(i) for i in ids])
+        contents = reads.index_texts([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.turns import TurnText
 from memory_pipeline.metadata import MAX_TITLE_CHARS, check_text
 
 SUPPORTED_SUFFIXES: dict[str, str] = {
@@ -49,6 +50,8 @@ class LoadedDocument:
     modified_at: datetime | None  # a file's mtime; None for text handed over in memory
     # The id its source gives it (a BEIR corpus id); None: the id is the content hash.
     doc_id: str | None = None
+    # A conversation's turns: chunked by turn (ingest/turns.py) instead of by structure.
+    turns: tuple[TurnText, ...] = ()
 
     @property
     def from_file(self) -> bool:

@@ -25,7 +25,8 @@ from memory_pipeline.durable import fsync_dir
 from memory_pipeline.spaces import DEFAULT_SPACE
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.forgetting import RUN_ARCHIVED, RUN_PENDING
-from memory_pipeline.types import ChunkRecord, DocumentInfo
+from memory_pipeline.store.rows import turns_json
+from memory_pipeline.types import ChunkRecord, DocumentInfo, Turn
 
 ARCHIVE_FILE = "chunks_archive.jsonl"
 RECORD_TYPE = "chunk"
@@ -74,6 +75,8 @@ def chunk_line(
         "space": chunk.space,
         "chunk_index": chunk.chunk_index,
         "content": chunk.content,
+        "index_text": chunk.index_text,
+        "turns": [t.to_dict() for t in chunk.turns],
         "token_count": chunk.token_count,
         "knowledge_type": chunk.knowledge_type,
         "importance": chunk.importance,
@@ -131,13 +134,21 @@ def document_row(doc_id: str, doc: dict[str, Any], space: str) -> dict[str, Any]
     }
 
 
+def indexed_text(r: dict[str, Any]) -> str:
+    """What an archived chunk's indices held: its index text, else its content."""
+    text = r.get("index_text")
+    return text if isinstance(text, str) else str(r["content"])
+
+
 def chunk_row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "doc_id": r["doc_id"],
         "space": record_space(r),
         "chunk_index": int(r["chunk_index"]),
         "content": r["content"],
-        "content_sha": content_sha(r["content"]),
+        "content_sha": content_sha(indexed_text(r)),
+        "index_text": r.get("index_text"),
+        "turns": turns_json([Turn.from_dict(t) for t in r.get("turns") or ()]),
         "token_count": int(r["token_count"]),
         "knowledge_type": r.get("knowledge_type"),
         "importance": r.get("importance"),

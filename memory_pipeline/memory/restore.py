@@ -25,6 +25,7 @@ from memory_pipeline.memory.archive import (
     chunk_row,
     decode_vector,
     document_row,
+    indexed_text,
     record_space,
 )
 from memory_pipeline.store import Store, content_sha, now_utc
@@ -141,15 +142,15 @@ def _vectors(
     reused = sum(v is not None for v in vectors)
     todo = [i for i, v in enumerate(vectors) if v is None]
     known = store.vectors_by_content(
-        (content_sha(records[i]["content"]) for i in todo), embedder.model_id
+        (content_sha(indexed_text(records[i])) for i in todo), embedder.model_id
     )
-    fresh = [i for i in todo if content_sha(records[i]["content"]) not in known]
-    embedded = embedder.embed_documents([records[i]["content"] for i in fresh])
+    fresh = [i for i in todo if content_sha(indexed_text(records[i])) not in known]
+    embedded = embedder.embed_documents([indexed_text(records[i]) for i in fresh])
     for row, i in enumerate(fresh):
         vectors[i] = embedded[row]
     for i in todo:
         if vectors[i] is None:
-            vectors[i] = known[content_sha(records[i]["content"])]
+            vectors[i] = known[content_sha(indexed_text(records[i]))]
     if not records:
         return np.zeros((0, embedder.dim), np.float32), 0, 0
     matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])

@@ -14,6 +14,9 @@ Two fusions, picked by the ``fusion`` setting:
 Measured with ``memory-pipeline eval`` (equal weights, nothing tuned): convex
 beats RRF on JaQuAD (Japanese) and matches it on SciFact (English); see
 ``eval/README.md``.
+
+Other phrasings of the same question (rewrites a caller wrote) are each fused as
+above, and their rankings then fused into one (``fuse_phrasings``).
 """
 
 from __future__ import annotations
@@ -190,6 +193,57 @@ def on_scale(scores: Sequence[float], scored: Sequence[tuple[int, float]]) -> li
         return [0.0] * len(scores)
     lo, span = _scale(float(s) for _, s in scored)
     return [(float(x) - lo) / span if span > 0 else float(x) - lo for x in scores]
+
+
+def phrasing_weights(n: int) -> list[float]:
+    """Weights of ``n`` phrasings, the query first: it weighs as much as all rewrites together."""
+    if n <= 1:
+        return [1.0] * n
+    return [0.5] + [0.5 / (n - 1)] * (n - 1)
+
+
+def fuse_phrasings(rankings: Sequence[Sequence[tuple[int, float]]]) -> Ranked:
+    """Fuse the fused rankings of several phrasings of one question (the query's first).
+
+    A weighted sum of each phrasing's own fused score (CombSUM; Fox & Shaw,
+    "Combination of Multiple Searches", TREC-2, 1994)::
+
+        F(d) = Σ_p  w_p · f_p(d),   w_query = 1/2,   w_rewrite = 1 / (2m) for m rewrites
+
+    where ``f_p(d)`` is ``d``'s score in phrasing ``p``'s dense + BM25 fusion, and a
+    phrasing that did not return ``d`` adds 0 (its floor: no RRF vote, the lowest
+    normalised score). Why this one:
+
+    * It is the configured fusion carried over to every phrasing's lists: under
+      ``convex`` the result is a convex combination of all 2(m + 1) min-max normalised
+      lists, under ``rrf`` a weighted RRF over them. The weights sum to 1, so scores stay
+      on one phrasing's scale and a guaranteed candidate's placement (scaled by
+      ``w_query``) means what it means without rewrites.
+    * A sum, not a max: agreement counts. Min-max normalisation puts every list's first
+      hit at 1, so under a max one poor rewrite's top hit would stand level with the
+      query's best.
+    * The query weighs half: rewrites are the caller's guesses at what the question
+      means. However many there are, together they equal the question and never outweigh
+      it. A chunk only the rewrites find can still rise into the results (a synonym the
+      query lacks), and the query and a rewrite agreeing on a chunk lift it above what
+      either finds alone.
+
+    Returns ``(id, score)`` pairs, highest first; ties are ordered by the best rank the id
+    reached in any phrasing, then by ascending id.
+    """
+    scores: dict[int, float] = {}
+    best_rank: dict[int, int] = {}
+    for ranking, weight in zip(rankings, phrasing_weights(len(rankings)), strict=True):
+        seen: set[int] = set()
+        for rank, (raw_id, value) in enumerate(ranking, start=1):
+            doc_id = int(raw_id)
+            if doc_id in seen:  # a phrasing votes once for an item
+                continue
+            seen.add(doc_id)
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight * float(value)
+            if rank < best_rank.get(doc_id, rank + 1):
+                best_rank[doc_id] = rank
+    return sorted(scores.items(), key=lambda item: (-item[1], best_rank[item[0]], item[0]))
 
 
 @dataclass(frozen=True)

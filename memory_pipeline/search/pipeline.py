@@ -6,6 +6,8 @@ the cross-encoder, the memory axis, MMR, and the hits as returned.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
@@ -18,10 +20,13 @@ from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.search.fusion import (
     FUSION_METHODS,
     Fusion,
+    fuse_phrasings,
     on_scale,
+    phrasing_weights,
 )
 from memory_pipeline.search.mmr import mmr_select
 from memory_pipeline.search.params import SearchParams
+from memory_pipeline.search.phrasings import embed_phrasings, phrasings
 from memory_pipeline.search.rerank import Reranker
 from memory_pipeline.search.retrieval import Retriever
 from memory_pipeline.search.run import Run, Timer
@@ -52,16 +57,30 @@ class HybridSearcher:
         params: SearchParams | None = None,
         *,
         query_vector: np.ndarray | None = None,
+        rewrites: Sequence[str] = (),
     ) -> SearchResult:
+        """Hybrid search for ``query``; ``rewrites`` are other phrasings of it.
+
+        Each phrasing gets its own candidates (its own query vector, its own BM25
+        terms), fused as a query alone is, and the phrasings' rankings are then fused
+        into one (``fusion.fuse_phrasings``: a weighted sum in which the query weighs as
+        much as all rewrites together). Filters and spaces restrict every phrasing;
+        guaranteed candidates, the cross-encoder (scoring against the query), the
+        memory axis and MMR run once, on the fused ranking. Without rewrites the
+        search is exactly the query's.
+        """
         params = params or SearchParams()
         params.validate()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
+        texts = phrasings(query, rewrites)
         filters = filters or SearchFilters()
         timer = Timer()
         stats = SearchStats(reranker=self.reranker.name if self.reranker else "none")
+        stats.phrasings = len(texts)
         with timer.stage("embed_query"):
-            qvec = query_vector if query_vector is not None else self.embedder.embed_query(query)
+            given = [] if query_vector is None else [query_vector]
+            qvec, *others = given + embed_phrasings(self.embedder, texts[len(given) :])
         with timer.stage("load_index"):
             version = self.reader.current()
             if version is not None:  # BM25 over the partitions of the spaces it reads
@@ -79,7 +98,7 @@ class HybridSearcher:
             )
         run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
 
-        self._retrieve(run)
+        self._retrieve(run, list(zip(texts[1:], others, strict=True)))
         self._add_guaranteed(run, filters)
         self._cross_encode(run)
         self._memory_axis(run)
@@ -93,10 +112,12 @@ class HybridSearcher:
         return SearchResult(query=query, hits=hits, stats=stats)
 
     # ------------------------------------------------------------------ stages
-    def _retrieve(self, run: Run) -> None:
+    def _retrieve(self, run: Run, rewrites: list[tuple[str, np.ndarray]]) -> None:
         """Candidates from both retrievers, fused, then the records of the best of them."""
         p = run.params
         self.retriever.retrieve(run)
+        if rewrites:
+            self._fuse_rewrites(run, rewrites)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
         reorders = p.enable_mmr or p.enable_memory_rerank
@@ -108,6 +129,36 @@ class HybridSearcher:
             records = self.retriever.hydrate(run.fused, pool_size, run.stats)
         run.pool = list(records.values())
         run.relevance = {cid: s for cid, s in run.fused}
+
+    def _fuse_rewrites(self, run: Run, rewrites: list[tuple[str, np.ndarray]]) -> None:
+        """Each rewrite's own candidates and fusion, then all phrasings fused into ``run.fused``.
+
+        The query's lists stay the run's (``dense``, ``sparse``: what a hit shows and
+        where guaranteed candidates are placed); a rewrite's stats are its own, so the
+        pending-chunks note and counters are not repeated per phrasing.
+        """
+        rankings = [run.fused]
+        for text, qvec in rewrites:
+            other = Run(
+                text,
+                qvec,
+                tokenize(text),
+                run.params,
+                run.allowed,
+                run.version,
+                SearchStats(),
+                run.timer,
+            )
+            self.retriever.retrieve(other)
+            rankings.append(other.fused)
+        with run.timer.stage("fusion"):
+            run.fused = fuse_phrasings(rankings)
+        run.query_weight = phrasing_weights(len(rankings))[0]
+        run.stats.candidates = len(run.fused)
+        for ranking in rankings:
+            for cid, _ in ranking:
+                found = run.extra.setdefault(cid, {})
+                found["phrasings"] = int(found.get("phrasings") or 0) + 1
 
     def _add_guaranteed(self, run: Run, filters: SearchFilters) -> None:
         """Principles and important chunks matching the filters join the pool, by relevance.
@@ -134,7 +185,9 @@ class HybridSearcher:
             for (cid, rank, _), dense_part in zip(new, placed, strict=True):
                 if cid in records:
                     run.pool.append(records[cid])
-                    run.relevance[cid] = place(rank, dense_part, p.rrf_k, p.top_n)
+                    run.relevance[cid] = run.query_weight * place(
+                        rank, dense_part, p.rrf_k, p.top_n
+                    )
                     run.extra.setdefault(cid, {})["guaranteed"] = 1
             run.stats.guaranteed_added = sum(1 for cid, _, _ in new if cid in records)
 
@@ -228,6 +281,7 @@ class HybridSearcher:
                 access_count=r.access_count,
                 created_at=r.created_at,
                 source_date=r.source_date,
+                turns=r.turns,
                 score=float(run.final[r.id]),
                 stage_scores={
                     "dense": dense_map.get(r.id),

@@ -130,7 +130,7 @@ class Retriever:
             else []
         )
         dense.sort(key=lambda p: (-p[1], p[0]))
-        contents = self.store.contents(ids)
+        contents = self.store.index_texts(ids)
         docs = [(cid, tokenize(text)) for cid, text in contents.items()]
         if version is not None:
             sparse = version.sparse.score_external(tokens, docs)

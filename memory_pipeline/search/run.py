@@ -52,3 +52,5 @@ class Run:
     relevance: dict[int, float] = field(default_factory=dict)
     final: dict[int, float] = field(default_factory=dict)
     extra: dict[int, dict[str, float | int | None]] = field(default_factory=dict)
+    # The query's share of the fused score when rewrites were fused with it (fusion.phrasing_weights).
+    query_weight: float = 1.0

@@ -45,24 +45,28 @@ class SourceKind(StrEnum):
     FILES = "files"  # documents ingested as they are (md, txt, pdf, html)
     CLAUDE_AI = "claude_ai"  # a Claude.ai data export's conversations.json
     CLAUDE_CODE = "claude_code"  # Claude Code session logs, one *.jsonl per session
+    TRANSCRIPT = "transcript"  # plain transcripts, *.json / *.jsonl (docs/conversations.md)
 
 
 DEFAULT_PATTERNS: dict[SourceKind, tuple[str, ...]] = {
     SourceKind.FILES: ("**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf", "**/*.html", "**/*.htm"),
     SourceKind.CLAUDE_AI: ("**/conversations.json",),
     SourceKind.CLAUDE_CODE: ("**/*.jsonl",),
+    SourceKind.TRANSCRIPT: ("**/*.json", "**/*.jsonl"),
 }
 # Sub-agent sessions (agent-*.jsonl) repeat work their parent session already records.
 DEFAULT_EXCLUDE: dict[SourceKind, tuple[str, ...]] = {
     SourceKind.FILES: (),
     SourceKind.CLAUDE_AI: (),
     SourceKind.CLAUDE_CODE: ("**/agent-*.jsonl",),
+    SourceKind.TRANSCRIPT: (),
 }
 # Conversations are a record of work done: experiment knowledge unless a root says otherwise.
 DEFAULT_KNOWLEDGE_TYPE: dict[SourceKind, KnowledgeType | None] = {
     SourceKind.FILES: None,
     SourceKind.CLAUDE_AI: KnowledgeType.EXPERIMENT,
     SourceKind.CLAUDE_CODE: KnowledgeType.EXPERIMENT,
+    SourceKind.TRANSCRIPT: KnowledgeType.EXPERIMENT,
 }
 
 

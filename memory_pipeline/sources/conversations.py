@@ -16,11 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.loaders import LoadedDocument, load_text
+from memory_pipeline.ingest.turns import TurnText
 from memory_pipeline.metadata import strip_controls
 
 TOOL_TEXT_LIMIT = 600  # tool inputs and results are context, not knowledge: keep them short
@@ -30,9 +32,10 @@ TITLE_LIMIT = 80
 
 @dataclass(frozen=True)
 class Message:
-    speaker: str  # "human" / "assistant"
+    speaker: str  # "human" / "assistant", or a person's name in a transcript
     at: dt.datetime | None
     text: str
+    turn_id: str | None = None  # the id its source gives the turn; None: its position
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Conversation:
     last_activity: dt.datetime | None
     messages: tuple[Message, ...]
     context: tuple[tuple[str, str], ...] = ()  # extra header lines, e.g. ("cwd", "/home/x")
+    # The conversation a session belongs to, when one has several (a transcript's).
+    conversation_id: str | None = None
 
     @property
     def source_title(self) -> str:
@@ -56,6 +61,8 @@ class Conversation:
 
     def tags(self) -> list[str]:
         tags = ["conversation", self.origin, f"session_id:{self.session_id}"]
+        if self.conversation_id is not None:
+            tags.append(f"conversation_id:{self.conversation_id}")
         if self.last_activity is not None:
             tags.append(f"session_last_activity:{iso(self.last_activity)}")
         return tags
@@ -69,9 +76,35 @@ class Conversation:
         lines.append(f"- last activity: {human_time(self.last_activity)}")
         lines.append(f"- speakers: {', '.join(self.speakers)}")
         for m in self.messages:
-            lines += ["", f"## {m.speaker} — {human_time(m.at)}", "", m.text.strip()]
+            turn = f" · {m.turn_id}" if m.turn_id else ""
+            lines += ["", f"## {m.speaker} — {human_time(m.at)}{turn}", "", m.text.strip()]
         # Tool output in a session may carry terminal escapes; they would refuse it whole.
         return strip_controls("\n".join(lines)) + "\n"
+
+    def turn_texts(self) -> tuple[TurnText, ...]:
+        """The turns as the chunker takes them: ids from the source or by position, and a
+        turn with no time of its own said when its session started."""
+        return tuple(
+            TurnText(
+                m.turn_id or f"{self.session_id}:{n}",
+                m.speaker,
+                m.at or self.started_at,
+                strip_controls(m.text).strip(),
+            )
+            for n, m in enumerate(self.messages, 1)
+        )
+
+    def to_loaded(self) -> LoadedDocument:
+        """The session as one document, chunked by turn: what every import stores."""
+        return replace(load_text(self.to_markdown(), self.source_title), turns=self.turn_texts())
+
+    def metadata(self) -> dict[str, Any]:
+        """Its title, tags and date; a source root adds its own (``sync``)."""
+        meta: dict[str, Any] = {"title": self.title, "tags": self.tags()}
+        when = self.started_at or self.last_activity
+        if when is not None:
+            meta["source_date"] = when.date()
+        return meta
 
 
 def parse_time(value: Any) -> dt.datetime | None:

@@ -25,6 +25,7 @@ from memory_pipeline.sources.conversations import (
     parse_claude_code_session,
 )
 from memory_pipeline.sources.ledger import FAILED, Ledger
+from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.spaces import Spaces, doc_id_in_space
 from memory_pipeline.types import ChunkRecord, DocumentInfo
 
@@ -33,6 +34,7 @@ LAST_ACTIVITY_TAG = "session_last_activity:"
 READERS: dict[SourceKind, Callable[[Path], list[Conversation]]] = {
     SourceKind.CLAUDE_AI: parse_claude_ai_export,
     SourceKind.CLAUDE_CODE: parse_claude_code_session,
+    SourceKind.TRANSCRIPT: parse_transcript,
 }
 
 
@@ -131,15 +133,16 @@ def conversation_source(conv: Conversation) -> str:
 
 
 def is_current(store: StoreView, conv: Conversation) -> bool | None:
-    """None: never imported; True: stored with this last activity; False: stored, older."""
+    """None: never imported; True: stored as it is now; False: stored, but it changed.
+
+    A session's document is named by its rendered bytes, so "as it is now" is a hash
+    comparison: a turn edited, added or removed, or a new last activity, all change it.
+    """
     docs = store.documents_by_source(conversation_source(conv))
     if not docs:
         return None
-    if conv.last_activity is None:
-        return False
-    wanted = next(t for t in conv.tags() if t.startswith(LAST_ACTIVITY_TAG))
-    chunks = store.document_chunks(docs[0].doc_id)
-    return bool(chunks) and wanted in chunks[0].tags
+    sha = hashlib.sha256(conv.to_markdown().encode("utf-8")).hexdigest()
+    return any(d.content_hash == sha for d in docs)
 
 
 def plural(n: int, word: str = "conversation") -> str:

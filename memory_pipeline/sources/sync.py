@@ -200,16 +200,12 @@ def file_metadata(root: SourceRoot, front_matter: dict[str, object]) -> dict[str
 
 
 def conversation_metadata(root: SourceRoot, conv: Conversation) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "title": conv.title,
-        "tags": list(dict.fromkeys([*conv.tags(), *root.tags])),
-    }
+    meta = conv.metadata()
+    meta["tags"] = list(dict.fromkeys([*meta["tags"], *root.tags]))
     if root.knowledge_type is not None:
         meta["knowledge_type"] = root.knowledge_type.value
     if root.importance is not None:
         meta["importance"] = root.importance
-    if conv.last_activity is not None:
-        meta["source_date"] = conv.last_activity.date()
     return meta
 
 
@@ -255,8 +251,8 @@ def _ingest_conversations(
             continue
         older = target.store.documents_by_source(source)
         try:
-            result = target.ingest_text(
-                conv.to_markdown(), conv.source_title, conversation_metadata(root, conv)
+            [result] = target.ingest_loaded(
+                [conv.to_loaded()], conversation_metadata(root, conv), update_index=False
             )
         except InvalidInputError as exc:
             errors.append(f"{conv.session_id}: {exc}")

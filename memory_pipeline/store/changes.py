@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -64,9 +65,17 @@ class Reads:
         return out
 
     def contents(self, ids: Sequence[int]) -> dict[int, str]:
+        """chunk id -> its content (what a search returns)."""
+        return self._texts(ids, Chunk.content)
+
+    def index_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """chunk id -> the text its indices hold: its index text, else its content."""
+        return self._texts(ids, sa.func.coalesce(Chunk.index_text, Chunk.content))
+
+    def _texts(self, ids: Sequence[int], column: Any) -> dict[int, str]:
         out: dict[int, str] = {}
         for batch in batched(list(ids)):
-            rows = self.conn.execute(sa.select(Chunk.id, Chunk.content).where(Chunk.id.in_(batch)))
+            rows = self.conn.execute(sa.select(Chunk.id, column).where(Chunk.id.in_(batch)))
             out.update((int(cid), text) for cid, text in rows)
         return out
 

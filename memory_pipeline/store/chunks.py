@@ -55,6 +55,10 @@ class ChunkQueries(StoreBase):
         with self.conn() as c:
             return Reads(c).contents(ids)
 
+    def index_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        with self.conn() as c:
+            return Reads(c).index_texts(ids)
+
     def live_ids(self, ids: Iterable[int]) -> set[int]:
         with self.conn() as c:
             return Reads(c).live_ids(ids)

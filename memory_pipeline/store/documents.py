@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase, no_document
-from memory_pipeline.store.rows import batched, content_sha, doc_info
+from memory_pipeline.store.rows import batched, content_sha, doc_info, turns_json
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding
 from memory_pipeline.types import DocumentInfo, NewChunk
 
@@ -214,13 +214,18 @@ def _insert_document(
             "space": space,
             "chunk_index": c.chunk_index,
             "content": c.content,
-            "content_sha": content_sha(c.content),
+            "content_sha": content_sha(c.indexed_text),
+            "index_text": c.index_text,
+            "turns": turns_json(c.turns),
             "token_count": c.token_count,
             "knowledge_type": doc.knowledge_type,
             "importance": doc.importance,
             "access_count": 0,
             "created_at": doc.created_at,
-            "source_date": doc.source_date,
+            # A conversation's chunk dates from when it was said, not the whole session.
+            "source_date": next(
+                (t.said_at.date() for t in c.turns if t.said_at is not None), doc.source_date
+            ),
         }
         for c in chunks
     ]

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from memory_pipeline.store.base import StoreBase
-from memory_pipeline.store.rows import BATCH
+from memory_pipeline.store.rows import BATCH, turns_from
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, IndexChange
 
 
@@ -177,16 +177,26 @@ class ReportQueries(StoreBase):
             )
             return {int(i): (str(d), int(n)) for i, d, n in rows}
 
+    def chunk_turn_ids(self) -> dict[int, tuple[str, ...]]:
+        """chunk id -> the ids of the turns it holds, for every live chunk that holds any."""
+        with self.conn() as c:
+            rows = c.execute(
+                sa.select(Chunk.id, Chunk.turns).where(
+                    self.readable(Chunk.space), Chunk.turns.is_not(None)
+                )
+            )
+            return {int(i): tuple(t.turn_id for t in turns_from(v)) for i, v in rows}
+
     def document_ids(self) -> set[str]:
         with self.conn() as c:
             stmt = sa.select(Document.doc_id).where(self.readable(Document.space))
             return {str(d) for d in c.execute(stmt).scalars()}
 
     def iter_content_vectors(self, model_id: str) -> Iterator[tuple[str, bytes]]:
-        """(chunk text, vector blob) of every chunk with a vector of ``model_id``."""
+        """(embedded text, vector blob) of every chunk with a vector of ``model_id``."""
         with self.conn() as c:
             rows = c.execute(
-                sa.select(Chunk.content, Embedding.vector)
+                sa.select(sa.func.coalesce(Chunk.index_text, Chunk.content), Embedding.vector)
                 .join(Embedding, Embedding.chunk_id == Chunk.id)
                 .where(Embedding.model_id == model_id)
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -13,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document
-from memory_pipeline.types import ChunkRecord, DocumentInfo
+from memory_pipeline.types import ChunkRecord, DocumentInfo, Turn
 
 # SQLite caps bound parameters per statement; stay well below on every backend.
 BATCH = 900
@@ -30,6 +31,15 @@ def now_utc() -> dt.datetime:
 
 def content_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def turns_json(turns: Sequence[Turn]) -> str | None:
+    """The ``chunks.turns`` column: JSON, or NULL for a chunk that holds no turn."""
+    return json.dumps([t.to_dict() for t in turns], ensure_ascii=False) if turns else None
+
+
+def turns_from(value: str | None) -> tuple[Turn, ...]:
+    return tuple(Turn.from_dict(t) for t in json.loads(value)) if value else ()
 
 
 def stack_vectors(blobs: Sequence[bytes]) -> np.ndarray:
@@ -78,6 +88,8 @@ def chunk_record(row: Any, tags: tuple[str, ...]) -> ChunkRecord:
         created_at=row.created_at,
         source_date=row.source_date,
         space=row.space,
+        index_text=row.index_text,
+        turns=turns_from(row.turns),
     )
 
 

@@ -111,6 +111,12 @@ class Chunk(Base):
     last_accessed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
     source_date: Mapped[dt.date | None] = mapped_column(Date, index=True)
+    # What the indices hold when it is more than the content (a turn with its context);
+    # NULL: the content. ``content_sha`` is the hash of what is embedded, so vectors are
+    # reused by the text they were made from.
+    index_text: Mapped[str | None] = mapped_column(Text)
+    # The conversation turns the chunk holds, as JSON [{turn_id, speaker, said_at}].
+    turns: Mapped[str | None] = mapped_column(Text)
 
 
 class ChunkTag(Base):

@@ -164,7 +164,7 @@ class QueuedIndex:
         for start in range(0, len(ids), BATCH):
             found, vecs = stored_vectors(reads, ids[start : start + BATCH], self.model_id)
             spaces = reads.spaces_of(found.tolist())
-            contents = reads.contents(found.tolist())
+            contents = reads.index_texts(found.tolist())
             yield Batch(
                 found,
                 vecs,

@@ -97,7 +97,7 @@ class PgVectorIndex:
             batch = [int(i) for i in ids[start : start + _BATCH]]
             rows = conn.execute(
                 sa.text(
-                    "SELECT c.id, c.space, c.content, e.vector FROM chunks c LEFT JOIN embeddings e"
+                    "SELECT c.id, c.space, COALESCE(c.index_text, c.content), e.vector FROM chunks c LEFT JOIN embeddings e"
                     " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id = ANY(:ids) ORDER BY c.id"
                 ),
                 {"m": self.model_id, "ids": batch},
@@ -243,7 +243,7 @@ class PgVectorIndex:
             while True:
                 rows = c.execute(
                     sa.text(
-                        "SELECT c.id, c.space, c.content, e.vector FROM chunks c JOIN embeddings e"
+                        "SELECT c.id, c.space, COALESCE(c.index_text, c.content), e.vector FROM chunks c JOIN embeddings e"
                         " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id > :last"
                         " ORDER BY c.id LIMIT :n"
                     ),
