@@ -9,7 +9,7 @@ export HYBRID_RAG_DB_PATH    ?= $(DATA)/memory.db
 export HYBRID_RAG_INDEX_PATH ?= $(DATA)/indices
 export HYBRID_RAG_ARCHIVE_PATH ?= $(DATA)/archive
 
-.PHONY: install run stop demo test lint fast-test bench clean
+.PHONY: install run stop demo test lint fast-test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -63,5 +63,11 @@ bench: install  ## index, query, forgetting costs at 10k and 100k chunks (takes 
 	$(PY) bench/bench_forgetting.py
 	$(PY) bench/bench_spaces.py
 
+docs: install  ## the documentation site in docs/_build/html, offline; any warning fails it
+	@# -E: the references are generated from the code, which Sphinx does not watch
+	scripts/docs-system-deps.sh
+	$(VENV)/bin/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: file://$(abspath docs/_build/html)/index.html"
+
 clean:
-	rm -rf $(DATA) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(DATA) docs/_build .pytest_cache .mypy_cache .ruff_cache
