@@ -234,6 +234,19 @@ def test_an_ingested_session_keeps_turns_speakers_and_when_they_were_said(
     assert all(h.turns for h in words.hits)
 
 
+def test_a_window_of_document_chunks_is_the_turns_around_one(
+    tmp_path: Path, memory: MemorySystem
+) -> None:
+    first, _ = parse_transcript(write(tmp_path / "trip.json", TRIP))
+    [result] = memory.ingest_loaded([first.to_loaded()], first.metadata())
+    window = memory.get_document_chunks(result.doc_id, chunk_index=2, window=1)
+    assert [c.turns[0].turn_id for c in window] == ["D1:2", "D1:3"]
+    around = memory.get_document_chunks(result.doc_id, chunk_index=1, window=1)
+    assert [(t.turn_id, t.speaker) for c in around for t in c.turns] == [
+        ("D1:1", "Ana"), ("D1:2", "Sam"), ("D1:3", "Ana"),
+    ]  # fmt: skip
+
+
 def sync(memory: MemorySystem, sources: Path) -> SyncReport:
     cfg = load_sources(sources)
     with open_ledger(cfg.state_path) as ledger:

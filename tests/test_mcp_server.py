@@ -109,6 +109,38 @@ async def test_hybrid_search_fuses_the_rewrites_an_agent_wrote(
 
 
 @pytest.mark.anyio
+async def test_a_conversation_hit_carries_its_turns_over_the_wire(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from memory_pipeline.ingest.loaders import load_text
+    from memory_pipeline.ingest.turns import TurnText
+
+    said = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+    turns = (
+        TurnText("D1:1", "Ana", said, "Did you book the ferry to Hydra?"),
+        TurnText("D1:2", "Sam", said, "Yes, yesterday."),
+    )
+    system.ingest_text("Ferries are not a topic of this note.", "other")
+    [result] = system.ingest_loaded([replace(load_text("talk", "talk"), turns=turns)])
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        found = structured(await client.call_tool("hybrid_search", {"query": "Hydra", "top_k": 1}))
+        window = structured(
+            await client.call_tool(
+                "get_document_chunks",
+                {"doc_id": result.doc_id, "chunk_index": 0, "window": 1},
+            )
+        )
+    [hit] = found["chunks"]
+    assert hit["content"] == "Did you book the ferry to Hydra?"
+    assert hit["turns"] == [
+        {"turn_id": "D1:1", "speaker": "Ana", "said_at": "2023-05-08T13:56:00Z"}
+    ]
+    assert [c["turns"][0]["turn_id"] for c in window["chunks"]] == ["D1:1", "D1:2"]
+
+
+@pytest.mark.anyio
 async def test_a_failed_index_update_after_a_write_is_reported_not_raised(
     system: MemorySystem, tmp_path: Path
 ) -> None:
