@@ -29,8 +29,6 @@ from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.spaces import Spaces, doc_id_in_space
 from memory_pipeline.types import ChunkRecord, DocumentInfo
 
-LAST_ACTIVITY_TAG = "session_last_activity:"
-
 READERS: dict[SourceKind, Callable[[Path], list[Conversation]]] = {
     SourceKind.CLAUDE_AI: parse_claude_ai_export,
     SourceKind.CLAUDE_CODE: parse_claude_code_session,
@@ -128,7 +126,7 @@ def source_key(path: Path) -> str:
 
 
 def conversation_source(conv: Conversation) -> str:
-    """The ``source`` of a conversation's document (``ingest_text`` names texts by title)."""
+    """The ``source`` of a conversation's document (texts are named ``text:<title>``)."""
     return f"text:{conv.source_title}"
 
 

@@ -46,10 +46,6 @@ class SyncTarget(Protocol):
     @property
     def store(self) -> StoreView: ...
 
-    def ingest_text(
-        self, text: str, title: str, metadata: dict[str, Any] | None = None
-    ) -> IngestResult: ...
-
     def ingest_loaded(
         self,
         documents: Sequence[LoadedDocument],
