@@ -51,10 +51,6 @@ class ChunkRecord:
     index_text: str | None = None
     turns: tuple[Turn, ...] = ()  # the conversation turns it holds, in order
 
-    @property
-    def indexed_text(self) -> str:
-        return self.index_text if self.index_text is not None else self.content
-
 
 @dataclass(frozen=True)
 class NewChunk:

@@ -29,6 +29,7 @@ from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.evaluation.beir import CachingEmbedder, VectorCache, default_eval_cache
 from memory_pipeline.evaluation.beir import embed_queries as embed_all
+from memory_pipeline.evaluation.metrics import mean_values
 from memory_pipeline.evaluation.results import EvalRun, QueryResult, VariantResult
 from memory_pipeline.evaluation.runner import EvalQuery, evaluate
 from memory_pipeline.sources.conversations import Conversation
@@ -124,7 +125,6 @@ class LocomoMemories:
     settings: Settings
     embedder: Embedder
     cache_root: Path
-    pooled: bool
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     built_seconds: float = 0.0
     embedded: int = 0
@@ -193,14 +193,7 @@ def merge_runs(runs: Sequence[EvalRun], dataset: str) -> EvalRun:
 
 
 def mean_of(queries: Sequence[QueryResult]) -> dict[str, float]:
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for q in queries:
-        for key, v in q.metrics.items():
-            if v is not None:
-                sums[key] = sums.get(key, 0.0) + v
-                counts[key] = counts.get(key, 0) + 1
-    out = {key: sums[key] / counts[key] for key in sums}
+    out = mean_values(q.metrics for q in queries)
     out["queries_judged"] = float(sum(1 for q in queries if q.metrics.get("mrr") is not None))
     return out
 
@@ -227,7 +220,7 @@ def evaluate_locomo(
     """Every question of ``ds`` against its conversation's memory (or the pooled one)."""
     if not ds.n_queries:
         raise InvalidInputError(f"{ds.name}: no question names a turn of its conversation")
-    memories = LocomoMemories(settings, embedder, cache_root or default_eval_cache(), pooled)
+    memories = LocomoMemories(settings, embedder, cache_root or default_eval_cache())
     runs: list[EvalRun] = []
     try:
         groups: list[tuple[str, list[Conversation], list[EvalQuery]]]

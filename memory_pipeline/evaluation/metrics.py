@@ -159,20 +159,25 @@ def query_metrics(
     return QueryMetrics(values, rank, authority is not None)
 
 
+def mean_values(per_query: Iterable[Mapping[str, float | None]]) -> dict[str, float]:
+    """Mean of each metric over the queries where it is defined (``None`` skipped)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for values in per_query:
+        for key, v in values.items():
+            if v is not None:
+                sums[key] = sums.get(key, 0.0) + v
+                counts[key] = counts.get(key, 0) + 1
+    return {key: sums[key] / counts[key] for key in sums}
+
+
 def mean_metrics(per_query: Sequence[QueryMetrics], authority_window: int) -> dict[str, float]:
     """Mean of each metric over the queries where it is defined (``None`` skipped).
 
     Adds ``authority_found`` (share of queries with an authority document that found
     it within the window) and ``authority_mean_rank`` (mean rank where found).
     """
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for q in per_query:
-        for key, v in q.values.items():
-            if v is not None:
-                sums[key] = sums.get(key, 0.0) + v
-                counts[key] = counts.get(key, 0) + 1
-    out = {key: sums[key] / counts[key] for key in sums}
+    out = mean_values(q.values for q in per_query)
     with_auth = [q for q in per_query if q.has_authority]
     if with_auth:
         found = [q.authority_rank for q in with_auth if q.authority_rank is not None]

@@ -46,7 +46,8 @@ class ResolvedDate:
     means: str
 
 
-def _day(d: dt.date) -> str:
+def day_text(d: dt.date) -> str:
+    """``7 May 2023``: how dates read in index texts."""
     return f"{d.day} {MONTHS[d.month - 1]} {d.year}"
 
 
@@ -69,9 +70,9 @@ def _monday(d: dt.date) -> dt.date:
 
 def _ago(n: int, unit: str, on: dt.date) -> str:
     if unit == "day":
-        return _day(on - dt.timedelta(days=n))
+        return day_text(on - dt.timedelta(days=n))
     if unit == "week":
-        return f"the week of {_day(_monday(on - dt.timedelta(weeks=n)))}"
+        return f"the week of {day_text(_monday(on - dt.timedelta(weeks=n)))}"
     if unit == "month":
         return _month(*_shift_month(on, -n))
     return str(on.year - n)
@@ -94,19 +95,19 @@ def _en(pattern: str) -> re.Pattern[str]:
 def _last_weekday(m: re.Match[str], on: dt.date) -> str:
     wanted = WEEKDAYS.index(m.group(1).lower())
     back = (on.weekday() - wanted) % 7 or 7
-    return _day(on - dt.timedelta(days=back))
+    return day_text(on - dt.timedelta(days=back))
 
 
 def _relative_period(m: re.Match[str], on: dt.date) -> str:
     which, unit = m.group(1).lower(), m.group(2).lower()
     step = {"last": -1, "this": 0, "next": 1}[which]
     if unit == "week":
-        return f"the week of {_day(_monday(on) + dt.timedelta(weeks=step))}"
+        return f"the week of {day_text(_monday(on) + dt.timedelta(weeks=step))}"
     if unit == "weekend":
         saturday = _monday(on) + dt.timedelta(days=5, weeks=step)
         if step == -1 and on.weekday() >= 5:  # said on a weekend: "last weekend" is the one before
             saturday = _monday(on) + dt.timedelta(days=5) - dt.timedelta(weeks=1)
-        return f"the weekend of {_day(saturday)}"
+        return f"the weekend of {day_text(saturday)}"
     if unit == "month":
         return _month(*_shift_month(on, step))
     return str(on.year + step)
@@ -149,12 +150,12 @@ def _days(offset: int, fmt: Callable[[dt.date], str]) -> Callable[[re.Match[str]
 
 
 RULES: tuple[Rule, ...] = (
-    (_en(r"the day before yesterday"), _days(-2, _day)),
-    (_en(r"the day after tomorrow"), _days(2, _day)),
-    (_en(r"yesterday"), _days(-1, _day)),
-    (_en(r"last night"), _days(-1, _day)),
-    (_en(r"today|tonight|this (?:morning|afternoon|evening)"), _days(0, _day)),
-    (_en(r"tomorrow"), _days(1, _day)),
+    (_en(r"the day before yesterday"), _days(-2, day_text)),
+    (_en(r"the day after tomorrow"), _days(2, day_text)),
+    (_en(r"yesterday"), _days(-1, day_text)),
+    (_en(r"last night"), _days(-1, day_text)),
+    (_en(r"today|tonight|this (?:morning|afternoon|evening)"), _days(0, day_text)),
+    (_en(r"tomorrow"), _days(1, day_text)),
     (_en(r"last (" + "|".join(WEEKDAYS) + r")"), _last_weekday),
     (_en(r"(last|this|next) (week|weekend|month|year)"), _relative_period),
     (_en(_NUMBER + r" " + _UNITS + r" ago"), _ago_rule),

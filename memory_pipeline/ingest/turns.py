@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memory_pipeline.ingest.chunking import chunk_document
-from memory_pipeline.ingest.relative_dates import MONTHS, resolve_relative_dates
+from memory_pipeline.ingest.relative_dates import day_text, resolve_relative_dates
 from memory_pipeline.types import NewChunk, Turn
 
 # A neighbour is context, not content: its first characters say what it was about.
@@ -53,7 +53,7 @@ DEFAULT_TURN_INDEXING = TurnIndexing()
 
 
 def said_on(at: dt.datetime | None) -> str:
-    return f"{at.day} {MONTHS[at.month - 1]} {at.year}" if at else ""
+    return day_text(at.date()) if at else ""
 
 
 def _clip(text: str, limit: int | None) -> str:

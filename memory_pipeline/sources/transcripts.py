@@ -34,32 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.relative_dates import MONTHS
 from memory_pipeline.sources.conversations import Conversation, Message, parse_time
 
 ORIGIN = "transcript"
 _LOCOMO_TIME = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
 )
-_MONTHS = {
-    m.lower(): i
-    for i, m in enumerate(
-        [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ],
-        1,
-    )
-}
+_MONTHS = {m.lower(): i for i, m in enumerate(MONTHS, 1)}
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 
