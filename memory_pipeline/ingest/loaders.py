@@ -187,6 +187,20 @@ def _too_large(path: Path, size: int, max_bytes: int) -> str:
     )
 
 
+def read_capped(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """A file's bytes, refused before reading when over ``max_bytes``: the one size cap
+    (``HYBRID_RAG_MAX_FILE_BYTES``) for plain files and conversation exports alike."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InvalidInputError(
+            f"{path}: cannot be accessed ({exc.strerror}); {_fix(exc)}"
+        ) from exc
+    if size > max_bytes:
+        raise InvalidInputError(_too_large(path, size, max_bytes))
+    return _read_at_most(path, max_bytes)
+
+
 def _read_at_most(path: Path, max_bytes: int) -> bytes:
     try:
         with path.open("rb") as fh:
