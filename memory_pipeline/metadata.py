@@ -1,7 +1,10 @@
 """Metadata and text accepted at the boundary: validated once, trusted inside.
 
-One policy for every adapter (CLI, MCP, Dagster, Python): the limits below and
-``check_text`` are the only place a caller's text is judged.
+One policy for every adapter (CLI, MCP, Dagster, Python): the limits below,
+``check_text`` and ``strip_controls`` are the only place text coming in is judged.
+Control characters (all but tab, newline and carriage return in multi-line text) are
+refused in what a caller hands over (``ingest_text``, queries, tags, titles) and
+removed from what the memory reads itself (files, conversation exports).
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ def check_text(field: str, value: str, *, multiline: bool = False) -> str:
 def strip_controls(text: str) -> str:
     """Multi-line text with the control characters ``check_text`` refuses removed.
 
-    For text the memory converts itself (conversation exports, whose tool output
-    may carry terminal escapes), where refusing a whole session would lose it.
+    For text the memory reads rather than is handed: files (``load_file``) and
+    conversation exports (whose tool output may carry terminal escapes), where
+    refusing a whole file or session would lose it. Arguments (``ingest_text``, a
+    query) are refused by ``check_text`` instead: their caller can fix them.
     """
     return _TEXT_CONTROLS.sub("", text)
 

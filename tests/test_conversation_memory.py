@@ -115,6 +115,18 @@ def test_the_longest_phrase_wins_and_each_phrase_is_given_once() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "on"),
+    [
+        ("yesterday, 昨日, last Monday, 400 weeks ago", dt.date.min),
+        ("tomorrow, 明日, next week, the day after tomorrow", dt.date.max),
+    ],
+)
+def test_a_phrase_meaning_a_day_off_the_calendar_is_left_alone(text: str, on: dt.date) -> None:
+    assert len(resolve_relative_dates(text, MAY_8.date())) == 4  # each means a day in 2023
+    assert resolve_relative_dates(text, on) == []  # none means a day on the calendar
+
+
 # ----------------------------------------------------------------- turn chunking
 def _words(text: str) -> int:
     return len(text.split()) + 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from memory_pipeline.cli import evaluation as eval_cli
 from memory_pipeline.cli import forgetting as forgetting_cli
 from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import sources as sources_cli
+from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
 from memory_pipeline.index.backends.names import BACKENDS
@@ -315,9 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.func(args))
+        with contextlib.redirect_stdout(VisibleControls(sys.stdout)):  # type: ignore[type-var]
+            return int(args.func(args))
     except MemoryError_ as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.ingest.turns import TurnText
-from memory_pipeline.metadata import MAX_TITLE_CHARS, check_text
+from memory_pipeline.metadata import MAX_TITLE_CHARS, check_text, strip_controls
 
 SUPPORTED_SUFFIXES: dict[str, str] = {
     ".md": "markdown",
@@ -105,7 +105,15 @@ def load_file(
 
     if fmt == "pdf":
         pdf_title, pdf_text = _extract_pdf(path, raw)
-        return LoadedDocument(source, pdf_title or path.stem, pdf_text, fmt, raw, {}, modified_at)
+        return LoadedDocument(
+            source,
+            strip_controls(pdf_title or path.stem),
+            strip_controls(pdf_text),
+            fmt,
+            raw,
+            {},
+            modified_at,
+        )
 
     decoded = _decode_text(path, raw, fmt)
     front_matter: dict[str, object] = {}
@@ -119,10 +127,15 @@ def load_file(
         title, text = _html_to_text(decoded)
     else:
         text = decoded
+    # A file's text is cleaned, not refused (as ``load_text`` refuses an argument): the
+    # caller cannot fix a file as easily, and terminal escapes in a log are not content.
+    text = strip_controls(text)
     if not text.strip():
         what = "only front matter and no body" if front_matter else "no text content"
         raise InvalidInputError(f"{path} has {what}; add content or skip this file")
-    return LoadedDocument(source, title or path.stem, text, fmt, raw, front_matter, modified_at)
+    return LoadedDocument(
+        source, strip_controls(title or path.stem), text, fmt, raw, front_matter, modified_at
+    )
 
 
 def load_text(
@@ -185,6 +198,20 @@ def _too_large(path: Path, size: int, max_bytes: int) -> str:
         f"{path} is {size / 2**20:.1f} MB ({size} bytes), over the {max_bytes / 2**20:.1f} MB "
         "limit; split it into smaller files or raise the limit (HYBRID_RAG_MAX_FILE_BYTES)"
     )
+
+
+def read_capped(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """A file's bytes, refused before reading when over ``max_bytes``: the one size cap
+    (``HYBRID_RAG_MAX_FILE_BYTES``) for plain files and conversation exports alike."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InvalidInputError(
+            f"{path}: cannot be accessed ({exc.strerror}); {_fix(exc)}"
+        ) from exc
+    if size > max_bytes:
+        raise InvalidInputError(_too_large(path, size, max_bytes))
+    return _read_at_most(path, max_bytes)
 
 
 def _read_at_most(path: Path, max_bytes: int) -> bytes:

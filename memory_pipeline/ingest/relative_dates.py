@@ -178,7 +178,10 @@ def resolve_relative_dates(text: str, said_on: dt.date) -> list[ResolvedDate]:
         for m in pattern.finditer(text):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue  # a longer phrase ("the day before yesterday") already has it
-            means = rule(m, said_on)
+            try:
+                means = rule(m, said_on)
+            except OverflowError:  # the date it means is off the calendar (before year 1)
+                continue
             if means is None:
                 continue
             taken.append((m.start(), m.end()))

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.ingest.loaders import LoadedDocument, load_text
+from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES, LoadedDocument, load_text, read_capped
 from memory_pipeline.ingest.turns import TurnText
 from memory_pipeline.metadata import strip_controls
 
@@ -107,7 +107,15 @@ class Conversation:
         return meta
 
 
-def parse_time(value: Any) -> dt.datetime | None:
+# A conversation is dated within these years: a day either side (a turn's "yesterday") is
+# still on the calendar, and 0001-01-01 / 9999-12-31 are placeholders, not when anyone spoke.
+MIN_YEAR = 2
+MAX_YEAR = 9998
+MAX_UTC_OFFSET = dt.timedelta(hours=14)  # real time zones run from -12:00 to +14:00
+
+
+def read_time(value: Any) -> dt.datetime | None:
+    """An ISO date-time as written (UTC unless it says), or None; not checked for range."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -115,6 +123,26 @@ def parse_time(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+
+
+def time_problem(stamp: dt.datetime) -> str | None:
+    """Why ``stamp`` cannot date a conversation, or None when it can."""
+    offset = stamp.utcoffset()
+    if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+        return "its UTC offset is beyond the -12:00 to +14:00 of real time zones"
+    try:
+        year = stamp.astimezone(dt.UTC).year
+    except OverflowError:
+        return f"in UTC it is out of range (years {MIN_YEAR} to {MAX_YEAR})"
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        return f"its year {year} is out of range (years {MIN_YEAR} to {MAX_YEAR})"
+    return None
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """An export's ISO date-time, or None when it is none or cannot date a conversation."""
+    stamp = read_time(value)
+    return stamp if stamp is not None and time_problem(stamp) is None else None
 
 
 def iso(stamp: dt.datetime) -> str:
@@ -194,9 +222,9 @@ def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
     return Message(speaker, parse_time(raw.get("created_at")), text)
 
 
-def parse_claude_ai_export(path: Path) -> list[Conversation]:
+def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """Every conversation of a Claude.ai ``conversations.json`` that has a message."""
-    data = _load_json(path)
+    data = _load_json(path, max_bytes)
     if not isinstance(data, list):
         raise InvalidInputError(
             f"{path}: a Claude.ai export's conversations.json is a JSON array of conversations, "
@@ -229,11 +257,29 @@ def parse_claude_ai_export(path: Path) -> list[Conversation]:
 
 
 # ---------------------------------------------------------------- Claude Code logs
-def _records(path: Path) -> Iterator[dict[str, Any]]:
+def read_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """A conversation file's text, under the same size cap as any file (``load_file``)."""
+    raw = read_capped(path, max_bytes)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+
+
+def load_json(text: str, where: str) -> Any:
+    """Parsed JSON, or InvalidInputError naming ``where`` (also for nesting too deep to parse)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InvalidInputError(
+            f"{where}: JSON nested too deeply to read; a conversation needs only a few levels"
+        ) from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{where}: not valid JSON ({exc})") from exc
+
+
+def _records(path: Path, max_bytes: int) -> Iterator[dict[str, Any]]:
+    text = read_export(path, max_bytes)
     parsed = 0
     bad = 0
     for line in text.splitlines():
@@ -241,7 +287,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             bad += 1  # a torn last line of a live session, or a foreign line: skip it
             continue
         if isinstance(record, dict):
@@ -300,9 +346,9 @@ def _claude_code_message(record: dict[str, Any]) -> Message | None:
     return Message(speaker, parse_time(record.get("timestamp")), text)
 
 
-def parse_claude_code_session(path: Path) -> list[Conversation]:
+def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """One session log → one conversation (none when it holds no message)."""
-    records = list(_records(path))
+    records = list(_records(path, max_bytes))
     thread = _main_thread(records)
     messages = tuple(m for m in (_claude_code_message(r) for r in thread) if m is not None)
     if not messages:
@@ -341,13 +387,14 @@ def parse_claude_code_session(path: Path) -> list[Conversation]:
     ]
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path, max_bytes: int) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
-    except ValueError as exc:
-        raise InvalidInputError(f"{path}: not valid JSON ({exc}); re-export it") from exc
+        return load_json(read_export(path, max_bytes), str(path))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{exc}; re-export it") from exc
 
 
-Parser = Callable[[Path], list[Conversation]]
+class Reader(Protocol):
+    """Reads one conversation file into its conversations, refusing it past ``max_bytes``."""
+
+    def __call__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +21,7 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.conversations import (
     Conversation,
+    Reader,
     parse_claude_ai_export,
     parse_claude_code_session,
 )
@@ -29,7 +30,7 @@ from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.spaces import Spaces, doc_id_in_space
 from memory_pipeline.types import ChunkRecord, DocumentInfo
 
-READERS: dict[SourceKind, Callable[[Path], list[Conversation]]] = {
+READERS: dict[SourceKind, Reader] = {
     SourceKind.CLAUDE_AI: parse_claude_ai_export,
     SourceKind.CLAUDE_CODE: parse_claude_code_session,
     SourceKind.TRANSCRIPT: parse_transcript,

@@ -4,6 +4,11 @@ A plan comes either from explicit paths (what the change sensor saw) or from a
 full scan against the store. Applying it ingests each file on its own, so one bad
 file is recorded as failed (with the reason) instead of failing the batch; it
 never touches the index — publication is a separate, serialized step.
+
+A conversation file is checked whole before any of it is stored: every session read,
+rendered and its metadata validated, and none of its sessions already imported from
+another file of the same space. One bad session refuses the file; nothing of it is
+stored, and what an earlier version of it stored stays until it is fixed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, Protocol, Self, TypeVar
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.ingest.loaders import LoadedDocument, load_file
+from memory_pipeline.metadata import ChunkMetadata, validate_metadata
 from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.ledger import FAILED, OK, Ledger
@@ -49,7 +55,7 @@ class SyncTarget(Protocol):
     def ingest_loaded(
         self,
         documents: Sequence[LoadedDocument],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | ChunkMetadata | None = None,
         *,
         update_index: bool = True,
         progress: bool = False,
@@ -227,38 +233,86 @@ def _ingest_file(
     report.files_done.append(str(path))
 
 
-def _ingest_conversations(
-    target: SyncTarget, root: SourceRoot, path: Path, ledger: Ledger, report: SyncReport
-) -> None:
-    sha = file_sha256(path)
+@dataclass(frozen=True)
+class _Session:
+    conv: Conversation
+    loaded: LoadedDocument
+    metadata: ChunkMetadata
+
+
+def _session(root: SourceRoot, path: Path, conv: Conversation) -> _Session:
+    """A session as it will be stored, checked: what the store would refuse, refused now."""
     try:
-        conversations = READERS[root.kind](path)
+        return _Session(
+            conv, conv.to_loaded(), validate_metadata(conversation_metadata(root, conv))
+        )
     except InvalidInputError as exc:
-        ledger.record(path, sha, FAILED, error=str(exc))
-        report.failed[str(path)] = str(exc)
+        raise InvalidInputError(f"{path}, session {conv.session_id!r}: {exc}") from exc
+
+
+def _not_held_elsewhere(
+    config: SourcesConfig, root: SourceRoot, path: Path, ledger: Ledger, sessions: list[_Session]
+) -> None:
+    """Refuse a session another file of the same space already holds: storing it would
+    replace that file's version, and each sync would flip the session between the two."""
+    ids = {conversation_source(s.conv): s.conv.session_id for s in sessions}
+    for other, entry in sorted(ledger.files.items()):
+        shared = sorted(set(ids).intersection(entry.sources))
+        if other == str(path) or not shared or not Path(other).exists():
+            continue
+        held_by = config.root_for(Path(other))
+        if held_by is None or held_by.space != root.space:
+            continue
+        raise InvalidInputError(
+            f"{path}: session {ids[shared[0]]!r} is already imported from {other}; a session "
+            "is kept by the first file that brought it: remove it from one of the files or "
+            "give it another conversation_id or session_id"
+        )
+
+
+def _refuse(ledger: Ledger, path: Path, sha: str, reason: str, report: SyncReport) -> None:
+    """Record a file's failure; the documents an earlier version stored stay its own."""
+    entry = ledger.get(path)
+    ledger.record(path, sha, FAILED, error=reason, sources=entry.sources if entry else [])
+    report.failed[str(path)] = reason
+
+
+def _ingest_conversations(
+    target: SyncTarget,
+    config: SourcesConfig,
+    root: SourceRoot,
+    path: Path,
+    ledger: Ledger,
+    report: SyncReport,
+) -> None:
+    sha = _sha_or_blank(path)
+    try:
+        read = READERS[root.kind](path, target.settings.ingest.max_file_bytes)
+        sessions = [_session(root, path, conv) for conv in read]
+        _not_held_elsewhere(config, root, path, ledger, sessions)
+    except InvalidInputError as exc:
+        _refuse(ledger, path, sha, str(exc), report)
         return
     produced: list[str] = []
     errors: list[str] = []
-    for conv in conversations:
-        source = conversation_source(conv)
+    for session in sessions:
+        source = conversation_source(session.conv)
         produced.append(source)
-        if is_current(target.store, conv):
+        if is_current(target.store, session.conv):
             report.sessions_skipped += 1
             continue
         older = target.store.documents_by_source(source)
         try:
-            [result] = target.ingest_loaded(
-                [conv.to_loaded()], conversation_metadata(root, conv), update_index=False
-            )
-        except InvalidInputError as exc:
-            errors.append(f"{conv.session_id}: {exc}")
+            [result] = target.ingest_loaded([session.loaded], session.metadata, update_index=False)
+        except InvalidInputError as exc:  # checked above; only the store can still refuse
+            errors.append(f"{session.conv.session_id}: {exc}")
             continue
         report.count(result, sum(d.n_chunks for d in older if d.doc_id != result.doc_id))
     entry = ledger.get(path)
     for gone in [s for s in (entry.sources if entry else []) if s not in produced]:
         _delete_source(target, gone, report)
     if errors:
-        reason = f"{len(errors)} of {len(conversations)} conversations failed — " + "; ".join(
+        reason = f"{path}: {len(errors)} of {len(sessions)} conversations failed — " + "; ".join(
             errors[:3]
         )
         ledger.record(path, sha, FAILED, error=reason, sources=produced)
@@ -298,6 +352,6 @@ def apply_sync(
         if root.kind is SourceKind.FILES:
             _ingest_file(_for_root(target, root), root, path, ledger, report)
         else:
-            _ingest_conversations(_for_root(target, root), root, path, ledger, report)
+            _ingest_conversations(_for_root(target, root), config, root, path, ledger, report)
     report.seconds = time.perf_counter() - started
     return report

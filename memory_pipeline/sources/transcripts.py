@@ -26,7 +26,6 @@ as transcripts too; :func:`locomo_conversations` converts it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,8 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.ingest.relative_dates import MONTHS
-from memory_pipeline.sources.conversations import Conversation, Message, parse_time
+from memory_pipeline.metadata import check_text
+from memory_pipeline.sources.conversations import (
+    Conversation,
+    Message,
+    load_json,
+    read_export,
+    read_time,
+    time_problem,
+)
 
 ORIGIN = "transcript"
 _LOCOMO_TIME = re.compile(
@@ -43,10 +51,17 @@ _LOCOMO_TIME = re.compile(
 )
 _MONTHS = {m.lower(): i for i, m in enumerate(MONTHS, 1)}
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
+# What a session's document is named and tagged by must fit the store's limits for titles
+# (300) and tags (200): ``session_id:<conversation>/<session>`` and the title
+# ``<title> — session <session> (<date>)``.
+MAX_ID_CHARS = 64  # conversation_id, session_id, turn_id
+MAX_TITLE_CHARS = 200
+MAX_SPEAKER_CHARS = 100
 
 
 def parse_when(value: Any) -> dt.datetime | None:
-    """An ISO date or date-time (UTC unless it says), or LoCoMo's "1:56 pm on 8 May, 2023"."""
+    """An ISO date or date-time (UTC unless it says), or LoCoMo's "1:56 pm on 8 May, 2023";
+    not checked for range (``_when`` is)."""
     if isinstance(value, str) and (m := _LOCOMO_TIME.match(value)):
         hour, minute, half, day, month, year = m.groups()
         month_no = _MONTHS.get(month.lower())
@@ -57,7 +72,7 @@ def parse_when(value: Any) -> dt.datetime | None:
             return dt.datetime(int(year), month_no, int(day), h, int(minute), tzinfo=dt.UTC)
         except ValueError:
             return None
-    stamp = parse_time(value)
+    stamp = read_time(value)
     if stamp is None and isinstance(value, str):
         try:
             day = dt.date.fromisoformat(value.strip())
@@ -65,6 +80,35 @@ def parse_when(value: Any) -> dt.datetime | None:
             return None
         return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
     return stamp
+
+
+def _when(value: Any, where: str, what: str) -> dt.datetime:
+    """``value`` as the time that dates a session or turn, or what to fix about it."""
+    stamp = parse_when(value)
+    if stamp is None:
+        raise InvalidInputError(
+            f"{where}: {what} {value!r} is not an ISO date or date-time "
+            "(e.g. 2023-05-08 or 2023-05-08T13:56:00Z)"
+        )
+    problem = time_problem(stamp)
+    if problem is not None:
+        raise InvalidInputError(f"{where}: {what} {value!r}: {problem}; give the real time")
+    return stamp
+
+
+def _name(value: str, field: str, where: str, limit: int) -> str:
+    """An id, speaker or title as stored: one line, no control characters, at most ``limit``."""
+    value = value.strip()
+    try:
+        check_text(field, value)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}: {exc}") from None
+    if len(value) > limit:
+        raise InvalidInputError(
+            f"{where}: {field} {value[:40]!r}… is {len(value)} characters; "
+            f"at most {limit} are allowed, shorten it"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -91,14 +135,12 @@ def _turn(raw: Any, where: str) -> _Turn:
     speaker = raw.get("speaker")
     if not isinstance(speaker, str) or not speaker.strip():
         raise InvalidInputError(f"{where}: a turn needs its speaker as a non-empty string")
-    turn_id = raw.get("turn_id", raw.get("dia_id"))
+    speaker = _name(speaker, "speaker", where, MAX_SPEAKER_CHARS)
+    raw_id = raw.get("turn_id", raw.get("dia_id"))
+    turn_id = None if raw_id is None else _name(str(raw_id), "turn_id", where, MAX_ID_CHARS)
     at = raw.get("at")
-    when = parse_when(at) if at is not None else None
-    if at is not None and when is None:
-        raise InvalidInputError(f"{where}: 'at' {at!r} is not an ISO date-time")
-    return _Turn(
-        str(turn_id) if turn_id is not None else None, speaker.strip(), _text(raw, where), when
-    )
+    when = _when(at, where, "'at'") if at is not None else None
+    return _Turn(turn_id, speaker, _text(raw, where), when)
 
 
 def _session(
@@ -112,12 +154,7 @@ def _session(
     messages = tuple(Message(t.speaker, t.at, t.text, t.turn_id) for t in turns if t.text.strip())
     if not messages:
         return None
-    start = parse_when(date) if date is not None else None
-    if date is not None and start is None:
-        raise InvalidInputError(
-            f"{where}: session date {date!r} is not an ISO date or date-time "
-            "(e.g. 2023-05-08 or 2023-05-08T13:56:00Z)"
-        )
+    start = _when(date, where, "session date") if date is not None else None
     stamps = [m.at for m in messages if m.at]
     start = start or (min(stamps) if stamps else None)
     if start is None:
@@ -147,14 +184,18 @@ def _string(raw: dict[str, Any], key: str, where: str, default: str | None = Non
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{where}: needs {key!r} as a non-empty string")
-    return value.strip()
+    return _name(value, key, where, MAX_ID_CHARS)
 
 
-def _conversation(raw: Any, where: str) -> list[Conversation]:
+Placed = tuple[str, Conversation]  # where in the file a session is, and the session
+
+
+def _conversation(raw: Any, where: str) -> list[Placed]:
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{where}: a conversation is an object with 'sessions'")
     cid = _string(raw, "conversation_id", where)
-    title = raw.get("title") if isinstance(raw.get("title"), str) else None
+    title = raw.get("title")
+    title = _name(title, "title", where, MAX_TITLE_CHARS) if isinstance(title, str) else None
     sessions = raw.get("sessions")
     if not isinstance(sessions, list):
         raise InvalidInputError(f"{where}: conversation {cid!r} needs 'sessions' as a list")
@@ -167,8 +208,22 @@ def _conversation(raw: Any, where: str) -> list[Conversation]:
         turns = [_turn(t, f"{at}, turn {i}") for i, t in enumerate(s["turns"], 1)]
         conv = _session(cid, title or cid, sid, s.get("date"), turns, at)
         if conv is not None:
-            out.append(conv)
+            out.append((at, conv))
     return out
+
+
+def _unique(placed: Iterable[Placed]) -> list[Conversation]:
+    """The sessions, or which one the file holds twice (one of them would silently win)."""
+    placed = list(placed)
+    seen: dict[str, str] = {}
+    for where, conv in placed:
+        first = seen.setdefault(conv.session_id, where)
+        if first != where:
+            raise InvalidInputError(
+                f"{where}: session {conv.session_id!r} (conversation/session) is already at "
+                f"{first}; give each session of a conversation its own session_id"
+            )
+    return [conv for _, conv in placed]
 
 
 def _from_lines(path: Path, lines: Iterable[str]) -> list[Conversation]:
@@ -177,16 +232,13 @@ def _from_lines(path: Path, lines: Iterable[str]) -> list[Conversation]:
         if not line.strip():
             continue
         where = f"{path}:{n}"
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:
-            raise InvalidInputError(f"{where}: not a JSON line ({exc})") from exc
+        raw = load_json(line, where)
         if not isinstance(raw, dict):
             raise InvalidInputError(f"{where}: a line is one turn, as a JSON object")
         key = (_string(raw, "conversation_id", where), _string(raw, "session_id", where))
         date, turns = groups.setdefault(key, (raw.get("session_date"), []))
         turns.append(_turn(raw, where))
-    out = []
+    out = []  # a session's lines are one session wherever they are: no duplicates here
     for (cid, sid), (date, turns) in groups.items():
         conv = _session(cid, cid, sid, date, turns, f"{path}, {cid} session {sid}")
         if conv is not None:
@@ -205,9 +257,9 @@ def is_locomo(data: Any) -> bool:
 def locomo_conversations(data: list[dict[str, Any]], where: str = "LoCoMo") -> list[Conversation]:
     """LoCoMo samples as transcripts: each ``session_<n>`` a session of the sample's
     conversation (its ``sample_id``), dated by ``session_<n>_date_time``, turn ids kept."""
-    out = []
+    out: list[Placed] = []
     for i, sample in enumerate(data):
-        cid = str(sample.get("sample_id") or f"locomo-{i}")
+        cid = _name(str(sample.get("sample_id") or f"locomo-{i}"), "sample_id", where, MAX_ID_CHARS)
         conv = sample["conversation"]
         title = " and ".join(
             str(conv[k]) for k in ("speaker_a", "speaker_b") if isinstance(conv.get(k), str)
@@ -223,23 +275,18 @@ def locomo_conversations(data: list[dict[str, Any]], where: str = "LoCoMo") -> l
                 cid, title or cid, str(n), conv.get(f"session_{n}_date_time"), parsed, at
             )
             if session is not None:
-                out.append(session)
-    return out
+                out.append((at, session))
+    return _unique(out)
 
 
-def parse_transcript(path: Path) -> list[Conversation]:
-    """Every session of a transcript file (.json or .jsonl), or of a LoCoMo file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+def parse_transcript(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
+    """Every session of a transcript file (.json or .jsonl), or of a LoCoMo file; the
+    whole file checked, so a bad one is refused before anything of it is stored."""
+    text = read_export(path, max_bytes)
     if path.suffix.lower() == ".jsonl":
         return _from_lines(path, text.splitlines())
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"{path}: not valid JSON ({exc})") from exc
+    data = load_json(text, str(path))
     if is_locomo(data):
         return locomo_conversations(data, str(path))
     items = data if isinstance(data, list) else [data]
-    return [c for n, raw in enumerate(items, 1) for c in _conversation(raw, f"{path}#{n}")]
+    return _unique(p for n, raw in enumerate(items, 1) for p in _conversation(raw, f"{path}#{n}"))
