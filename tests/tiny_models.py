@@ -2,19 +2,37 @@
 
 The tests must exercise the genuine ``sentence_transformers.CrossEncoder`` loading and
 scoring path without network access and without a multi-hundred-MB checkpoint, so this
-helper builds a ~0.4 MB BERT cross-encoder from scratch: a WordPiece vocabulary made
-from a fixed text, a 2-layer BERT with a one-logit classification head, and a few
-seconds of training on synthetic (query, passage) pairs so that the scores *mean*
-something ("passage contains the query word" scores higher than "it does not").
-Everything is seeded, so two builds give the same weights on the same machine.
+helper writes a ~1 MB BERT cross-encoder: a WordPiece vocabulary made from a fixed text
+and a 2-layer, 1-head BERT whose weights are *set by construction*, not trained, so that
+its score is a known function of the input:
+
+* ``HIT_SCORE`` = sigmoid(``MATCH_LOGIT``) when some word of the query occurs in the
+  passage (after BERT's lowercasing: "Coffee" matches "COFFEE"),
+* ``MISS_SCORE`` = sigmoid(-``MATCH_LOGIT``) otherwise. Words outside the vocabulary
+  become [UNK], which, like every special token, matches nothing.
+
+Every decision inside the network is a softmax or tanh with a gap of >= 10 logits, so
+the score sits within ~1e-6 of those two values; weights moved by 1e-3 or another CPU's
+float kernels cannot change which one comes out. How (per layer, on the residual stream):
+
+1. Embeddings write one feature per token: its word, or "special"; "is [CLS]" or not;
+   its segment (token type 0 = query, 1 = passage). Each feature is a balanced pair of
+   dimensions (+v, -v), and every token has the same three, so the embedding LayerNorm
+   (mean 0 already) only scales them all by the same known factor.
+2. Layer 0 attention: a passage word attends to a query copy of itself (same word +
+   cross segment) over itself (same word) over other query tokens (cross segment only);
+   query and special tokens attend to [CLS]. The value is "query word", so a passage
+   word whose word the query holds carries ``match`` = 1, every other token 0.
+3. Layer 1 attention: [CLS] attends to the tokens by their ``match``: if any is 1 it
+   reads 1, else the average of zeros. That is written as ``any_match``.
+4. The feed-forward blocks are zero; the pooler thresholds ``any_match`` at one half
+   (tanh saturated to +-1), and the classifier multiplies by ``MATCH_LOGIT``.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
-import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +49,6 @@ from transformers import (  # type: ignore[attr-defined]  # lazy export, unseen 
     BertTokenizerFast,
 )
 
-SEED = 1234
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # Source of the vocabulary: plain lowercase words, each a whole WordPiece token.
@@ -43,6 +60,28 @@ alice likes tea bob prefers jazz carol went hiking in the mountains during summe
 the project deadline moved to friday because the server migration needs more time
 """
 WORDS: tuple[str, ...] = tuple(sorted(set(_TEXT.split())))
+
+MATCH_LOGIT = 4.0
+HIT_SCORE = 1 / (1 + math.exp(-MATCH_LOGIT))  # ~0.982: a query word is in the passage
+MISS_SCORE = 1 - HIT_SCORE  # ~0.018: none is
+
+# Residual-stream features, one balanced pair of dimensions each.
+_FEATURES = (
+    *(f"word:{w}" for w in WORDS),
+    "special",
+    "cls",
+    "not_cls",
+    "type0",
+    "type1",
+    "match",  # written by layer 0 on passage words that the query holds
+    "any_match",  # written by layer 1 on [CLS]
+)
+_F = {name: i for i, name in enumerate(_FEATURES)}
+_HIDDEN = 2 * len(_FEATURES)
+# Logit gap of each attention decision (softmax weight of a loser <= e^-GAP each).
+_GAP = 30.0
+# Pooler pre-activation at "no match" / "match": tanh(10) = 1 - 4e-9.
+_POOLER_SATURATION = 10.0
 
 
 def build_vocab() -> dict[str, int]:
@@ -73,184 +112,133 @@ def build_tokenizer(vocab: dict[str, int]) -> BertTokenizerFast:
     )
 
 
-def _synthetic_pairs(rng: random.Random, n: int) -> list[tuple[str, str, float]]:
-    """Balanced (query, passage, label) pairs: label 1 when the passage holds the query word.
-
-    Positives *replace* a passage word rather than insert one so both classes have the
-    same length distribution; otherwise the model learns "longer passage = relevant".
-    Short passages keep the match signal strong relative to the [CLS] average.
-    """
-    pairs: list[tuple[str, str, float]] = []
-    for i in range(n):
-        query = rng.choice(WORDS)
-        # With replacement: repeated passage words teach "copy in the *other* segment",
-        # not merely "some token occurs twice".
-        passage = rng.choices([w for w in WORDS if w != query], k=rng.randint(2, 10))
-        positive = i % 2 == 0
-        if positive:
-            passage[rng.randrange(len(passage))] = query
-        pairs.append((query, " ".join(passage), 1.0 if positive else 0.0))
-    return pairs
+def _write(row: torch.Tensor, feature: str, value: float) -> None:
+    """Add ``value`` to ``feature`` in a residual-stream vector (+value, -value)."""
+    i = 2 * _F[feature]
+    row[i] += value
+    row[i + 1] -= value
 
 
-def _encode(
-    tokenizer: BertTokenizerFast, batch: list[tuple[str, str, float]]
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    enc = tokenizer(
-        [q for q, _, _ in batch], [p for _, p, _ in batch], padding=True, return_tensors="pt"
-    )
-    return dict(enc), torch.tensor([y for _, _, y in batch])
+def _read(weight: torch.Tensor, out: int, feature: str, gain: float) -> None:
+    """Make output ``out`` of a linear layer read ``gain`` x ``feature``."""
+    i = 2 * _F[feature]
+    weight[out, i] += gain / 2
+    weight[out, i + 1] -= gain / 2
 
 
-def _init_for_matching(model: BertForSequenceClassification, scale: float = 1.0) -> None:
-    """Give layer 0 a head start on "same token in the other segment" detection.
-
-    From a plain random init this tiny BERT sits on the 0.693 loss plateau for thousands
-    of steps. With query = key = scale * I the first attention layer already attends
-    from each token to copies of itself (dot product of identical embeddings), so
-    training only has to learn to read the segment mix out of it: a few hundred steps.
-    scale=1 keeps that attention soft; at 2 the softmax saturates and gradients vanish.
-    Position embeddings start at zero because relevance here does not depend on word
-    order and random position vectors would blur the identity match.
-    """
-    with torch.no_grad():
-        model.bert.embeddings.position_embeddings.weight.zero_()
-        # Any: torch's Module.__getattr__ typing cannot follow HF submodule attributes.
-        layer0: Any = model.bert.encoder.layer[0]
-        attn = layer0.attention.self
-        eye = torch.eye(model.config.hidden_size) * scale
-        attn.query.weight.copy_(eye)
-        attn.key.weight.copy_(eye)
-        attn.query.bias.zero_()
-        attn.key.bias.zero_()
-
-
-def _accuracy(
-    model: BertForSequenceClassification, enc: dict[str, torch.Tensor], y: torch.Tensor
-) -> float:
-    model.eval()
-    with torch.no_grad():
-        logits = model(**enc).logits.squeeze(-1)
-    model.train()
-    return float(((logits > 0).float() == y).float().mean())
-
-
-def _train(
-    model: BertForSequenceClassification,
-    tokenizer: BertTokenizerFast,
-    *,
-    max_steps: int,
-    batch_size: int,
-    seed: int,
-    target_accuracy: float = 0.99,
-    give_up_at: int = 400,
-) -> tuple[int, float]:
-    """AdamW on BCE until a fixed held-out set reaches ``target_accuracy``.
-
-    Stops early on success, and at ``give_up_at`` steps if the held-out accuracy is
-    still near chance (the run fell into the constant-0.5 collapse; a fresh init is
-    cheaper than waiting). Deterministic: data, init and check points all follow
-    ``seed``. Returns (steps, held-out accuracy).
-    """
-    rng = random.Random(seed)
-    eval_enc, eval_y = _encode(tokenizer, _synthetic_pairs(random.Random(seed + 1), 256))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    # Short linear warm-up: full-rate Adam steps straight from init collapse more runs.
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 50))
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    model.train()
-    accuracy = 0.0
-    step = 0
-    while step < max_steps:
-        enc, labels = _encode(tokenizer, _synthetic_pairs(rng, batch_size))
-        loss = loss_fn(model(**enc).logits.squeeze(-1), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        if step % 25 == 0:
-            accuracy = _accuracy(model, eval_enc, eval_y)
-            if accuracy >= target_accuracy or (step >= give_up_at and accuracy < 0.75):
-                break
-    model.eval()
-    return step, accuracy
-
-
-def _new_model(
-    vocab: dict[str, int], hidden_size: int, num_heads: int
-) -> BertForSequenceClassification:
+def _new_model(vocab: dict[str, int]) -> BertForSequenceClassification:
     config = BertConfig(
         vocab_size=len(vocab),
-        hidden_size=hidden_size,
+        hidden_size=_HIDDEN,
         num_hidden_layers=2,
-        num_attention_heads=num_heads,
-        intermediate_size=2 * hidden_size,
+        num_attention_heads=1,
+        intermediate_size=4,  # the feed-forward blocks are zero; any width would do
         # 512 positions so a reranker's default max_length never indexes out of range.
         max_position_embeddings=512,
         pad_token_id=vocab["[PAD]"],
-        # No dropout: the 1-logit head must learn fast and give repeatable scores.
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )
     config.num_labels = 1  # one relevance logit per pair; the CrossEncoder applies sigmoid
-    return BertForSequenceClassification(config)
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.zero_()
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.fill_(1.0)
+    return model
 
 
-def build_tiny_cross_encoder(
-    path: Path,
-    *,
-    train: bool = True,
-    max_train_steps: int = 1200,
-    max_attempts: int = 3,
-    batch_size: int = 32,
-    seed: int = SEED,
-    hidden_size: int = 64,
-    num_heads: int = 2,
-) -> Path:
-    """Build a tiny BERT cross-encoder in ``path``, loadable by ``CrossEncoder(str(path))``.
+def _set_weights(model: BertForSequenceClassification, vocab: dict[str, int]) -> None:
+    """The construction described in the module docstring.
 
-    2 layers, 2 heads, hidden 64 (~108k parameters, ~0.43 MB). Hidden 64 rather than 32
-    because with 2 heads of 16 dims the 59 random word embeddings overlap enough that
-    the model confuses some word pairs; 32-dim heads separate them. ``train=False``
-    keeps random (deterministic) weights. With training, up to ``max_attempts`` seeded
-    inits are tried until one reaches >= 95 % held-out accuracy (each stops early at
-    99 %); with the default seed the first one does, in 250 steps. Stats go to
-    ``tiny_model_info.json`` beside the weights (CrossEncoder ignores it). Returns ``path``.
+    After each LayerNorm a feature of a token whose stream holds three features reads
+    ``k = sqrt(H / 6)`` (variance of three (+1, -1) pairs over H dims is 6/H); a fourth
+    feature of the same size scales them all by ``s = sqrt(3/4)``. An attention score
+    q.k / sqrt(H) between two read features with gains a and 1 is a * ``unit``.
     """
-    started = time.perf_counter()
+    k = math.sqrt(_HIDDEN / 6)
+    s = math.sqrt(3 / 4)
+    unit = k * k / math.sqrt(_HIDDEN)
+    words = set(WORDS)
+    # Any: torch's Module.__getattr__ typing cannot follow HF submodule attributes.
+    bert: Any = model.bert
+    with torch.no_grad():
+        emb = bert.embeddings.word_embeddings.weight
+        for token, i in vocab.items():
+            _write(emb[i], f"word:{token}" if token in words else "special", 1.0)
+            _write(emb[i], "cls" if token == "[CLS]" else "not_cls", 1.0)
+        types = bert.embeddings.token_type_embeddings.weight
+        _write(types[0], "type0", 1.0)
+        _write(types[1], "type1", 1.0)
+
+        # Layer 0: scores 3G passage word -> query copy, 2G -> itself, G -> other query
+        # tokens; 3G (query tokens) or 4G+ (specials) -> [CLS]. Value: "query word".
+        attn0 = bert.encoder.layer[0].attention
+        q, key, v = attn0.self.query.weight, attn0.self.key.weight, attn0.self.value.weight
+        for c, word in enumerate(WORDS):
+            _read(q, c, f"word:{word}", 2 * _GAP / unit)
+            _read(key, c, f"word:{word}", 1.0)
+        cross, sink = len(WORDS), len(WORDS) + 1
+        _read(q, cross, "type1", _GAP / unit)
+        _read(key, cross, "type0", 1.0)
+        _read(q, sink, "type0", 3 * _GAP / unit)
+        _read(q, sink, "special", 3 * _GAP / unit)
+        _read(key, sink, "cls", 1.0)
+        _read(v, 0, "type0", 1.0)
+        _read(v, 0, "special", -1.0)
+        out0 = attn0.output.dense.weight
+        out0[2 * _F["match"], 0] = 1.0  # match = k on a matched passage word
+        out0[2 * _F["match"] + 1, 0] = -1.0
+
+        # Layer 1: [CLS] scores 2G on matched words (their match reads k*s), 0 elsewhere.
+        attn1 = bert.encoder.layer[1].attention
+        _read(attn1.self.query.weight, 0, "cls", 2 * _GAP / (s * unit))
+        _read(attn1.self.key.weight, 0, "match", 1.0)
+        _read(attn1.self.value.weight, 0, "match", 1.0 / s)
+        out1 = attn1.output.dense.weight
+        out1[2 * _F["any_match"], 0] = 1.0  # any_match = k on [CLS], reads k*s after LN
+        out1[2 * _F["any_match"] + 1, 0] = -1.0
+
+        # Pooler: +-saturation around half the "match" reading; classifier: +-MATCH_LOGIT.
+        half = k * s / 2
+        gain = _POOLER_SATURATION / half
+        _read(bert.pooler.dense.weight, 0, "any_match", gain)
+        bert.pooler.dense.bias[0] = -_POOLER_SATURATION
+        model.classifier.weight[0, 0] = MATCH_LOGIT
+
+
+def build_tiny_cross_encoder(path: Path) -> Path:
+    """Write the constructed cross-encoder to ``path``, loadable by ``CrossEncoder(str(path))``.
+
+    Scores ``HIT_SCORE`` for a passage that holds a query word, ``MISS_SCORE`` for one
+    that does not (see the module docstring). No randomness and no training: two builds
+    write the same bytes. Returns ``path``.
+    """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     vocab = build_vocab()
-    tokenizer = build_tokenizer(vocab)
-    torch.manual_seed(seed)
-    model = _new_model(vocab, hidden_size, num_heads)
-    info: dict[str, object] = {"seed": seed, "trained": train}
-    if train:
-        # One thread: CPU kernels may split reductions differently per thread count, and
-        # identical weights across builds matter more here than a second of speed.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for attempt in range(max_attempts):
-                attempt_seed = seed + 7919 * attempt
-                torch.manual_seed(attempt_seed)
-                model = _new_model(vocab, hidden_size, num_heads)
-                _init_for_matching(model)
-                steps, accuracy = _train(
-                    model,
-                    tokenizer,
-                    max_steps=max_train_steps,
-                    batch_size=batch_size,
-                    seed=attempt_seed,
-                )
-                info.update(attempt=attempt, train_steps=steps, heldout_accuracy=accuracy)
-                if accuracy >= 0.95:
-                    break
-        finally:
-            torch.set_num_threads(threads)
+    model = _new_model(vocab)
+    _set_weights(model, vocab)
     model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    info["build_seconds"] = round(time.perf_counter() - started, 3)
-    (path / "tiny_model_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    build_tokenizer(vocab).save_pretrained(path)
     return path
+
+
+def perturbed_copy(source: Path, target: Path, *, seed: int, scale: float = 1e-3) -> Path:
+    """Copy the model in ``source`` to ``target`` with every weight moved by U(-scale, scale).
+
+    A verdict that holds for the copies (a few seeds) does not hang on the last digits of
+    the weights, so another CPU's float kernels cannot flip it either.
+    """
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    model = BertForSequenceClassification.from_pretrained(source)
+    noise = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.add_((torch.rand(weight.shape, generator=noise) * 2 - 1) * scale)
+    model.save_pretrained(target)
+    BertTokenizerFast.from_pretrained(source).save_pretrained(target)
+    return target
