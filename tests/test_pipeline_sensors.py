@@ -111,6 +111,9 @@ def test_new_files_request_an_ingest_run_with_their_paths(
     assert set(cursor["asked"]) == set(changed)
     assert {a["attempts"] for a in cursor["asked"].values()} == {1}
     assert request.run_key and request.run_key.startswith("sources-")
+    # A first request asks nothing again: no retry count beside Dagster's own retry tags
+    # (``dagster/retry_number``), which a retry of this run copies these tags next to.
+    assert request.tags == {"memory_pipeline/changed": "5", "memory_pipeline/deleted": "0"}
 
 
 def test_files_in_the_store_request_nothing_and_are_not_read_again(
@@ -167,7 +170,8 @@ def test_a_run_that_never_ingested_its_files_is_asked_again_after_a_backoff(
     retry = only_request(tick(source_files_sensor, corpus, instance, later))
     assert paths_in(retry) == paths_in(asked)
     assert retry.run_key != asked.run_key  # a new key: Dagster would drop a repeated one
-    assert retry.tags["memory_pipeline/retried"] == "5"
+    assert retry.tags["memory_pipeline/files_asked_again"] == "5"
+    assert "memory_pipeline/retried" not in retry.tags
 
     cursor: str | None = later
     for attempt in range(2, FAILING_AFTER + 1):  # keeps failing: backoff doubles, it is named
@@ -401,7 +405,8 @@ def test_with_a_space_set_the_sensor_asset_and_check_look_where_the_run_wrote(
     first = tick(source_files_sensor, corpus, instance, None, **space)
     assert run_request(corpus, instance, only_request(first), **space).success
 
-    # As in a step process of its own (dagster dev's executor): resources opened afresh.
+    # As in a run where the check opens the store before anything opens the system
+    # (the hourly health_checks): resources opened afresh.
     resources = build_definitions(corpus.env(**space)).resources or {}
     check = sources_ingested(memory=resources["memory"], sources=resources["sources"])
     assert isinstance(check, dg.AssetCheckResult) and check.passed, check
