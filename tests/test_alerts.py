@@ -433,7 +433,7 @@ class WorkerDeath:
     name: str
     exit_code: int | None  # the code server saw the worker exit with this (None: it did not)
     monitor: str | None  # the run monitor's health finding that failed the run, if it did
-    retry: str  # "launched" | "will" | "none"
+    retry: str  # "launched" (by the retry daemon) | "will" (the job allows one) | "none"
     expected: str  # the alert's message; {retry} is the retry run's short id
 
 
@@ -464,40 +464,47 @@ WORKER_DEATHS = [
 
 @pytest.mark.parametrize("case", WORKER_DEATHS, ids=lambda c: c.name)
 def test_a_run_whose_worker_died_says_so_and_names_its_retry(
-    case: WorkerDeath, sensor: Sensor, instance: dg.DagsterInstance, webhook: Webhook
+    case: WorkerDeath, tmp_path: Path, webhook: Webhook
 ) -> None:
     """The events Dagster itself writes (its own functions and messages) when a run's
-    worker dies; the retry daemon's part is its tags."""
+    worker dies, on an instance with run retries on (as ``make run``'s: Dagster tags the
+    failed run ``dagster/will_retry``); the retry daemon's part is the tag it adds."""
     from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
     from dagster._utils import get_run_crash_explanation
 
-    run(instance, "flaky_job")
-    sensor.tick()
-    job = DEFS.resolve_job_def("flaky_job")
-    failed = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
-    if case.exit_code is not None:  # the code server: the exit, then a failure from outside
-        instance.report_engine_event(
-            get_run_crash_explanation(
-                prefix=f"Run execution process for {failed.run_id}", exit_code=case.exit_code
-            ),
-            failed,
-        )
-        instance.report_run_failed(failed)
-    else:  # the run monitor, after the launcher's health check
-        health = CheckRunHealthResult(WorkerStatus.FAILED, case.monitor)
-        instance.report_run_failed(
-            failed, f"Detected run worker status {health}. Marking run {failed.run_id} as failed."
-        )
-    retry_id = ""
-    if case.retry == "launched":
-        retry = instance.create_run_for_job(
-            job, tags={"dagster/parent_run_id": failed.run_id, "dagster/retry_number": "1"}
-        )
-        retry_id = retry.run_id
-        instance.add_run_tags(failed.run_id, {"dagster/auto_retry_run_id": retry_id})
-    elif case.retry == "will":
-        instance.add_run_tags(failed.run_id, {"dagster/will_retry": "true"})
-    sensor.tick()
+    retries = {"run_retries": {"enabled": True, "max_retries": 0}}
+    with dg.instance_for_test(overrides=retries) as instance:
+        sensor = Sensor(instance, tmp_path / "alerts.jsonl", webhook.url)
+        run(instance, "flaky_job")
+        sensor.tick()
+        job = DEFS.resolve_job_def("flaky_job")
+        tags = {"dagster/max_retries": "1"} if case.retry != "none" else {}
+        failed = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags=tags)
+        if case.exit_code is not None:  # the code server: the exit, then a failure from outside
+            instance.report_engine_event(
+                get_run_crash_explanation(
+                    prefix=f"Run execution process for {failed.run_id}", exit_code=case.exit_code
+                ),
+                failed,
+            )
+            instance.report_run_failed(failed)
+        else:  # the run monitor, after the launcher's health check
+            health = CheckRunHealthResult(WorkerStatus.FAILED, case.monitor)
+            instance.report_run_failed(
+                failed,
+                f"Detected run worker status {health}. Marking run {failed.run_id} as failed.",
+            )
+        marked = instance.get_run_by_id(failed.run_id)
+        assert marked is not None
+        assert marked.tags["dagster/will_retry"] == str(case.retry != "none").lower()
+        retry_id = ""
+        if case.retry == "launched":
+            retry = instance.create_run_for_job(
+                job, tags={"dagster/parent_run_id": failed.run_id, "dagster/retry_number": "1"}
+            )
+            retry_id = retry.run_id
+            instance.add_run_tags(failed.run_id, {"dagster/auto_retry_run_id": retry_id})
+        sensor.tick()
     [posted] = webhook.delivered()
     assert (posted["alert"]["state"], posted["alert"]["run_id"]) == ("failed", failed.run_id)
     assert posted["alert"]["message"] == case.expected.format(retry=retry_id[:8])
