@@ -8,8 +8,10 @@ each tick fed the cursor of the one before.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +353,159 @@ def test_the_pipeline_registers_the_sensor_without_showing_the_webhook(tmp_path:
     assert str(index.parent / "alerts.jsonl") in (sensor.description or "")
     assert "a webhook is configured" in (sensor.description or "")
     assert "secret-token" not in (sensor.description or "") + repr(sensor.metadata)
+
+
+class Pipeline:
+    """The real definitions over a real corpus: the source sensor and the alerts sensor
+    ticked by hand, each run the source sensor asks for executed as the daemon would."""
+
+    def __init__(self, instance: dg.DagsterInstance, tmp_path: Path, webhook: Webhook) -> None:
+        from memory_pipeline.alerts import LOG_ENV, WEBHOOK_ENV
+
+        self.instance = instance
+        self.corpus = make_corpus(tmp_path, conversations=False)
+        self.log = AlertLog(tmp_path / "alerts.jsonl")
+        env = {LOG_ENV: str(self.log.path), WEBHOOK_ENV: webhook.url}
+        self.defs = build_definitions(self.corpus.env(**env))
+        self.cursors: dict[str, str | None] = {}
+
+    def tick(self, name: str) -> dg.SensorResult | dg.SkipReason:
+        sensor = self.defs.resolve_sensor_def(name)
+        with dg.build_sensor_context(
+            instance=self.instance,
+            cursor=self.cursors.get(name),
+            resources=dict(self.defs.resources or {}),
+            repository_def=self.defs.get_repository_def(),
+        ) as context:
+            result = sensor(context)
+        assert isinstance(result, dg.SensorResult | dg.SkipReason)
+        if isinstance(result, dg.SensorResult):
+            self.cursors[name] = result.cursor
+        return result
+
+    def sync(self) -> list[dg.ExecuteInProcessResult]:
+        """One source sensor tick and the runs it asks for."""
+        result = self.tick("source_files_sensor")
+        requests = result.run_requests or [] if isinstance(result, dg.SensorResult) else []
+        job = self.defs.resolve_job_def("ingest_sources")
+        return [
+            job.execute_in_process(
+                run_config=r.run_config, instance=self.instance, tags=r.tags, raise_on_error=False
+            )
+            for r in requests
+        ]
+
+    def alerts(self) -> list[tuple[str, str, str, str]]:
+        self.tick("alerts_sensor")
+        return [(a.subject, a.state, a.severity, a.message) for a in self.log.read().alerts]
+
+
+def test_a_bad_source_file_fails_its_checks_and_deleting_it_recovers_them(
+    instance: dg.DagsterInstance, tmp_path: Path, webhook: Webhook
+) -> None:
+    pipeline = Pipeline(instance, tmp_path, webhook)
+    bad = pipeline.corpus.notes / "empty.md"
+    bad.write_text("", encoding="utf-8")
+    assert [r.success for r in pipeline.sync()] == [True]
+    failing = [
+        (
+            "documents:sources_ingested",
+            "failed",
+            "ERROR",
+            "1 source file is not in the store: empty.md",
+        ),
+        ("documents:sources_parse", "warning", "WARN", "1 source file failed: empty.md"),
+    ]
+    assert sorted(pipeline.alerts()) == failing
+
+    bad.unlink()
+    assert [r.success for r in pipeline.sync()] == [True]  # the checks are run again
+    recovered = [
+        ("documents:sources_ingested", "recovered", "INFO", "every source file is in the store"),
+        ("documents:sources_parse", "recovered", "INFO", "every source file parsed"),
+    ]
+    assert sorted(pipeline.alerts()) == sorted(failing + recovered)
+    assert [b["alert"]["state"] for b in webhook.delivered()][2:] == ["recovered", "recovered"]
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    name: str
+    exit_code: int | None  # the code server saw the worker exit with this (None: it did not)
+    monitor: str | None  # the run monitor's health finding that failed the run, if it did
+    retry: str  # "launched" (by the retry daemon) | "will" (the job allows one) | "none"
+    expected: str  # the alert's message; {retry} is the retry run's short id
+
+
+WORKER_DEATHS = [
+    WorkerDeath(
+        "killed, retried",
+        -signal.SIGKILL,
+        None,
+        "launched",
+        "the run's worker process died (killed by signal 9, SIGKILL); retried as run {retry}",
+    ),
+    WorkerDeath(
+        "exited, retry to come",
+        3,
+        None,
+        "will",
+        "the run's worker process died (exit code 3); Dagster will retry it",
+    ),
+    WorkerDeath(
+        "found dead by the monitor, not retried",
+        None,
+        "run worker (pid 4242) is gone",
+        "none",
+        "the run's worker process died (run worker (pid 4242) is gone)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", WORKER_DEATHS, ids=lambda c: c.name)
+def test_a_run_whose_worker_died_says_so_and_names_its_retry(
+    case: WorkerDeath, tmp_path: Path, webhook: Webhook
+) -> None:
+    """The events Dagster itself writes (its own functions and messages) when a run's
+    worker dies, on an instance with run retries on (as ``make run``'s: Dagster tags the
+    failed run ``dagster/will_retry``); the retry daemon's part is the tag it adds."""
+    from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+    from dagster._utils import get_run_crash_explanation
+
+    retries = {"run_retries": {"enabled": True, "max_retries": 0}}
+    with dg.instance_for_test(overrides=retries) as instance:
+        sensor = Sensor(instance, tmp_path / "alerts.jsonl", webhook.url)
+        run(instance, "flaky_job")
+        sensor.tick()
+        job = DEFS.resolve_job_def("flaky_job")
+        tags = {"dagster/max_retries": "1"} if case.retry != "none" else {}
+        failed = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags=tags)
+        if case.exit_code is not None:  # the code server: the exit, then a failure from outside
+            instance.report_engine_event(
+                get_run_crash_explanation(
+                    prefix=f"Run execution process for {failed.run_id}", exit_code=case.exit_code
+                ),
+                failed,
+            )
+            instance.report_run_failed(failed)
+        else:  # the run monitor, after the launcher's health check
+            health = CheckRunHealthResult(WorkerStatus.FAILED, case.monitor)
+            instance.report_run_failed(
+                failed,
+                f"Detected run worker status {health}. Marking run {failed.run_id} as failed.",
+            )
+        marked = instance.get_run_by_id(failed.run_id)
+        assert marked is not None
+        assert marked.tags["dagster/will_retry"] == str(case.retry != "none").lower()
+        retry_id = ""
+        if case.retry == "launched":
+            retry = instance.create_run_for_job(
+                job, tags={"dagster/parent_run_id": failed.run_id, "dagster/retry_number": "1"}
+            )
+            retry_id = retry.run_id
+            instance.add_run_tags(failed.run_id, {"dagster/auto_retry_run_id": retry_id})
+        sensor.tick()
+    [posted] = webhook.delivered()
+    assert (posted["alert"]["state"], posted["alert"]["run_id"]) == ("failed", failed.run_id)
+    assert posted["alert"]["message"] == case.expected.format(retry=retry_id[:8])
+    assert "outside the execution context" not in posted["text"]

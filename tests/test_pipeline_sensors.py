@@ -13,6 +13,7 @@ import pytest
 
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.definitions import build_definitions
+from memory_pipeline.pipeline.ingestion.checks import sources_ingested
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job
 from memory_pipeline.pipeline.ingestion.sensors import (
     FAILING_AFTER,
@@ -23,6 +24,7 @@ from memory_pipeline.pipeline.ingestion.sensors import (
 )
 from memory_pipeline.pipeline.maintenance.sensors import first_publication_sensor
 from memory_pipeline.pipeline.resources import MemoryResource
+from memory_pipeline.spaces import Spaces
 from tests.test_pipeline_support import Corpus, make_corpus
 
 
@@ -37,9 +39,13 @@ def instance() -> dg.DagsterInstance:
 
 
 def tick(
-    sensor: dg.SensorDefinition, corpus: Corpus, instance: dg.DagsterInstance, cursor: str | None
+    sensor: dg.SensorDefinition,
+    corpus: Corpus,
+    instance: dg.DagsterInstance,
+    cursor: str | None,
+    **env: str,
 ) -> dg.SensorResult | dg.SkipReason:
-    defs = build_definitions(corpus.env())
+    defs = build_definitions(corpus.env(**env))
     with dg.build_sensor_context(
         instance=instance, cursor=cursor, resources=dict(defs.resources), definitions=defs
     ) as context:
@@ -52,10 +58,10 @@ def paths_in(request: dg.RunRequest) -> tuple[list[str], list[str]]:
 
 
 def run_request(
-    corpus: Corpus, instance: dg.DagsterInstance, request: dg.RunRequest
+    corpus: Corpus, instance: dg.DagsterInstance, request: dg.RunRequest, **env: str
 ) -> dg.ExecuteInProcessResult:
     """Run what the sensor asked for, as the daemon would (in process, on the same instance)."""
-    defs = build_definitions(corpus.env())
+    defs = build_definitions(corpus.env(**env))
     job = defs.resolve_job_def(ingest_job.name)
     return job.execute_in_process(
         run_config=request.run_config, instance=instance, tags=request.tags
@@ -105,6 +111,9 @@ def test_new_files_request_an_ingest_run_with_their_paths(
     assert set(cursor["asked"]) == set(changed)
     assert {a["attempts"] for a in cursor["asked"].values()} == {1}
     assert request.run_key and request.run_key.startswith("sources-")
+    # A first request asks nothing again: no retry count beside Dagster's own retry tags
+    # (``dagster/retry_number``), which a retry of this run copies these tags next to.
+    assert request.tags == {"memory_pipeline/changed": "5", "memory_pipeline/deleted": "0"}
 
 
 def test_files_in_the_store_request_nothing_and_are_not_read_again(
@@ -161,7 +170,8 @@ def test_a_run_that_never_ingested_its_files_is_asked_again_after_a_backoff(
     retry = only_request(tick(source_files_sensor, corpus, instance, later))
     assert paths_in(retry) == paths_in(asked)
     assert retry.run_key != asked.run_key  # a new key: Dagster would drop a repeated one
-    assert retry.tags["memory_pipeline/retried"] == "5"
+    assert retry.tags["memory_pipeline/files_asked_again"] == "5"
+    assert "memory_pipeline/retried" not in retry.tags
 
     cursor: str | None = later
     for attempt in range(2, FAILING_AFTER + 1):  # keeps failing: backoff doubles, it is named
@@ -384,3 +394,35 @@ def test_the_first_publication_without_a_golden_set_only_reports_forgetting(
     result = tick(first_publication_sensor, corpus, instance, None)
     assert isinstance(result, dg.SensorResult)
     assert [r.job_name for r in result.run_requests or []] == ["forgetting"]
+
+
+def test_with_a_space_set_the_sensor_asset_and_check_look_where_the_run_wrote(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    """``HYBRID_RAG_SPACE`` and roots without a ``space:`` of their own: the files go to
+    that space, and the sensor, ``source_files`` and ``sources_ingested`` find them there."""
+    space = {"HYBRID_RAG_SPACE": "project-a"}
+    first = tick(source_files_sensor, corpus, instance, None, **space)
+    assert run_request(corpus, instance, only_request(first), **space).success
+
+    # As in a run where the check opens the store before anything opens the system
+    # (the hourly health_checks): resources opened afresh.
+    resources = build_definitions(corpus.env(**space)).resources or {}
+    check = sources_ingested(memory=resources["memory"], sources=resources["sources"])
+    assert isinstance(check, dg.AssetCheckResult) and check.passed, check
+
+    again = tick(source_files_sensor, corpus, instance, first.cursor, **space)  # type: ignore[union-attr]
+    assert isinstance(again, dg.SensorResult) and not again.run_requests
+    assert "every one of 5 files under 4 roots is in the store" in skipped(again)
+
+    full = run_request(corpus, instance, dg.RunRequest(run_config={}), **space)
+    plan = full.asset_materializations_for_node("source_files")[0].metadata
+    assert plan["files_to_ingest"].value == 0 and plan["files_to_delete"].value == 0
+
+    memory = resources["memory"]
+    assert isinstance(memory, MemoryResource)
+    try:
+        store = memory.store()  # before system(): opened on its own, with the same binding
+        assert store.spaces == memory.system().spaces == Spaces.bound("project-a")
+    finally:
+        memory.teardown_after_execution(None)

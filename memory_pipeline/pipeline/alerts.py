@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -164,21 +165,65 @@ def check_alerts(
     return alerts
 
 
-def _failure_message(instance: dg.DagsterInstance, run_id: str) -> str:
-    """The first failed step's error, else the run's failure message, in one line."""
-    kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE}
-    events = [e.dagster_event for e in instance.all_logs(run_id, of_type=kinds) if e.dagster_event]
+# What Dagster writes when a run's worker process dies: the code server's note of the
+# exit (then a run failure "marked as failed from outside the execution context"), or
+# the run monitor's failure after the launcher's health check (launcher.py).
+_WORKER_EXIT = re.compile(
+    r"Run execution process for \S+ (?:was terminated by signal (\d+) \((\w+)\)"
+    r"|unexpectedly exited with code (-?\d+))"
+)
+_WORKER_FAILED = re.compile(r"Detected run worker status FAILED: '(.+?)'")
+# Dagster's run retry tags: on the failed run, the retry it launched / whether one will be.
+AUTO_RETRY_RUN_ID_TAG = "dagster/auto_retry_run_id"
+WILL_RETRY_TAG = "dagster/will_retry"
+
+
+def _worker_death(messages: list[str]) -> str | None:
+    """How the run's worker died ("killed by signal 9, SIGKILL", "exit code 3", or what
+    the health check found), when that is why the run failed."""
+    for message in messages:
+        if found := _WORKER_EXIT.match(message):
+            signum, name, code = found.groups()
+            return f"killed by signal {signum}, {name}" if signum else f"exit code {code}"
+        if found := _WORKER_FAILED.match(message):
+            return found.group(1)
+    return None
+
+
+def _retry_note(run: dg.DagsterRun) -> str:
+    retry = run.tags.get(AUTO_RETRY_RUN_ID_TAG)
+    if retry:
+        return f"; retried as run {retry[:8]}"
+    if run.tags.get(WILL_RETRY_TAG) == "true":
+        return "; Dagster will retry it"
+    return ""
+
+
+def _failure_message(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """The first failed step's error, else how the run's worker died, else the run's
+    failure message, in one line; and the retry Dagster launched, if it did."""
+    kinds = {
+        dg.DagsterEventType.STEP_FAILURE,
+        dg.DagsterEventType.RUN_FAILURE,
+        dg.DagsterEventType.ENGINE_EVENT,
+    }
+    events = [
+        e.dagster_event for e in instance.all_logs(run.run_id, of_type=kinds) if e.dagster_event
+    ]
     for event in events:
         if event.is_step_failure and event.step_failure_data.error is not None:
             error = event.step_failure_data.error
             while error.cause is not None:  # Dagster wraps the user's exception; show it
                 error = error.cause
             first = (error.message.strip().splitlines() or [""])[0]
-            return f"step {event.step_key} failed: {first}"
+            return f"step {event.step_key} failed: {first}" + _retry_note(run)
+    death = _worker_death([(e.message or "").strip() for e in events])
+    if death is not None:
+        return f"the run's worker process died ({death})" + _retry_note(run)
     for event in events:
-        if event.message:
-            return event.message.strip().splitlines()[0]
-    return "run failed"
+        if event.event_type is not dg.DagsterEventType.ENGINE_EVENT and event.message:
+            return event.message.strip().splitlines()[0] + _retry_note(run)
+    return "run failed" + _retry_note(run)
 
 
 def run_alerts(instance: dg.DagsterInstance, cursor: AlertsCursor, ui_url: str) -> list[Alert]:
@@ -244,7 +289,7 @@ def _judge(
     url = f"{ui_url}/runs/{run.run_id}"
     if run.status == dg.DagsterRunStatus.FAILURE:
         failed_jobs.add(run.job_name)
-        message = _failure_message(instance, run.run_id)
+        message = _failure_message(instance, run)
         return Alert(RUN, run.job_name, FAILED, "ERROR", message, run.run_id, url)
     if run.job_name not in failed_jobs:
         return None

@@ -2,12 +2,18 @@
 
 * ``check``: refuses (exit 1, saying what to do) when a ``dagster dev`` started from
   this data folder still runs, or when the port is taken. A second one would fail on
-  the port but leave its daemon running against the first one's instance.
-* ``start``: runs ``dagster dev`` in a session of its own (so a stop by process group
-  reaches every process it starts, and nothing else), with SIGINT and SIGTERM
-  restored: started in the background of a non-interactive shell they would
-  otherwise be ignored. Its pid and port are written to
-  ``DAGSTER_HOME/dagster-dev.json``; Ctrl-C (or SIGTERM) here is passed on to it.
+  the port but leave its daemon running against the first one's instance. Only a
+  courtesy before ``make run``'s other steps: ``start`` decides.
+* ``start``: claims the data folder first — an exclusive ``flock`` on
+  ``DAGSTER_HOME/dagster-dev.lock``, one atomic step, held by this process and passed
+  on to ``dagster dev`` (so it lasts while either runs, and a kill frees it). Of two
+  starts at once one wins; the other exits 1 naming the winner (pid, port) and
+  touches nothing. The winner runs ``dagster dev`` in a session of its own (so a stop
+  by process group reaches every process it starts, and nothing else), with SIGINT
+  and SIGTERM restored: started in the background of a non-interactive shell they
+  would otherwise be ignored. Its pid and port are written to
+  ``DAGSTER_HOME/dagster-dev.json`` (only ever by the claim's holder); Ctrl-C (or
+  SIGTERM) here is passed on to it.
 * ``stop``: SIGTERM to ``dagster dev`` (it shuts its webserver and daemon down),
   then, after a grace period, SIGKILL to whatever is left in its process group.
   Works from any shell, interactive or not.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -30,11 +37,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_pipeline.pipeline.processes import alive
+from memory_pipeline.pipeline.processes import EXITED, alive, process_state
 
 STATE_FILE = "dagster-dev.json"
+LOCK_FILE = "dagster-dev.lock"
 GRACE_SECONDS = 30.0
 EXIT_REFUSED = 1
+#: How long a start waits for a claim held by a starter that is still writing its
+#: state file, or by one that is shutting down, before it gives up.
+CLAIM_WAIT_SECONDS = 10.0
+CLAIM_POLL_SECONDS = 0.05
+#: A process that started this long after the state file recorded its pid is another one.
+PID_REUSE_SLACK_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,22 @@ class Running:
         return f"http://{self.host}:{self.port}"
 
 
+class AlreadyRunning(Exception):
+    """Another start holds this data folder's claim; ``other`` is it, when its state is known."""
+
+    def __init__(self, other: Running | None) -> None:
+        self.other = other
+        who = (
+            f"pid {other.pid}, port {other.port}, {other.url}"
+            if other is not None
+            else "still starting, its pid not written yet"
+        )
+        super().__init__(
+            f"Dagster is already running for this data folder ({who}). "
+            "Use that one, or stop it first: make stop"
+        )
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -59,17 +89,49 @@ def _group_alive(pgid: int) -> bool:
 
 
 def running(home: Path) -> Running | None:
-    """The ``dagster dev`` started from this DAGSTER_HOME, if it still runs."""
-    path = home / STATE_FILE
+    """The ``dagster dev`` started from this DAGSTER_HOME, if it still runs.
+
+    Reads the state file and nothing else: a file left by a start that was killed names
+    a process that is gone (or a newer one that took its pid), and is ignored here; the
+    next start that wins the claim replaces it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads((home / STATE_FILE).read_text(encoding="utf-8"))
         found = Running(int(data["pid"]), int(data["port"]), str(data.get("host", "127.0.0.1")))
+        recorded = data.get("started")
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not alive(found.pid):
-        path.unlink(missing_ok=True)  # left by a run that was killed: not running
+    state = process_state(found.pid)
+    if state is None or state[0] in EXITED:
         return None
-    return found
+    started = state[1]
+    reused = (
+        isinstance(recorded, int | float)
+        and started is not None
+        and started > recorded + PID_REUSE_SLACK_SECONDS
+    )
+    return None if reused else found
+
+
+def claim(home: Path, wait: float = CLAIM_WAIT_SECONDS) -> int:
+    """Claim the data folder for one ``dagster dev``: the descriptor of its lock file,
+    locked (``flock``, exclusive), to keep open while it runs.
+
+    Checking and claiming are one step, so of two starts at once exactly one gets it.
+    While another start holds it: ``AlreadyRunning`` naming that one as soon as its state
+    file does; a holder with no live state (it is writing it, or shutting down) is
+    waited for, up to ``wait`` seconds. Nothing is written or removed here."""
+    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            other = running(home)
+            if other is not None or time.monotonic() >= deadline:
+                os.close(fd)
+                raise AlreadyRunning(other) from None
+            time.sleep(CLAIM_POLL_SECONDS)
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -82,17 +144,19 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def check(home: Path, host: str, port: int) -> str | None:
-    """Why a new ``dagster dev`` must not start here, or None."""
-    other = running(home)
-    if other is not None:
-        return (
-            f"Dagster is already running for this data folder (pid {other.pid}, {other.url}). "
-            "Use that one, or stop it first: make stop"
-        )
+def _port_refusal(host: str, port: int) -> str | None:
     if port_in_use(host, port):
         return f"port {port} on {host} is in use by another program: make run PORT=<another port>"
     return None
+
+
+def check(home: Path, host: str, port: int) -> str | None:
+    """Why a new ``dagster dev`` must not start here, or None (``start`` decides: this
+    claims nothing)."""
+    other = running(home)
+    if other is not None:
+        return str(AlreadyRunning(other))
+    return _port_refusal(host, port)
 
 
 def _restore_signals() -> None:
@@ -100,27 +164,63 @@ def _restore_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def _write_state(home: Path, proc: subprocess.Popen[bytes], host: str, port: int) -> None:
+    """Written whole (a reader never sees half of it), by the claim's holder alone."""
+    state = process_state(proc.pid)
+    data = {
+        "pid": proc.pid,
+        "port": port,
+        "host": host,
+        "started": state[1] if state is not None else None,
+        "starter": os.getpid(),
+    }
+    part = home / (STATE_FILE + ".part")
+    part.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(part, home / STATE_FILE)
+
+
 def start(home: Path, host: str, port: int, dagster_args: Sequence[str]) -> int:
-    refused = check(home, host, port)
+    try:
+        lock = claim(home)
+    except AlreadyRunning as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        return _run_claimed(home, lock, host, port, dagster_args)
+    finally:
+        os.close(lock)
+
+
+def _run_claimed(home: Path, lock: int, host: str, port: int, dagster_args: Sequence[str]) -> int:
+    refused = _port_refusal(host, port)
     if refused:
         print(refused, file=sys.stderr)
         return EXIT_REFUSED
-    dagster = Path(sys.executable).parent / "dagster"
-    cmd = [str(dagster), "dev", *dagster_args, "-h", host, "-p", str(port)]
-    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_restore_signals)
-    state = home / STATE_FILE
-    state.write_text(json.dumps({"pid": proc.pid, "port": port, "host": host}), encoding="utf-8")
+    proc: subprocess.Popen[bytes] | None = None
+    stopping = False
 
     def pass_on(signum: int, _frame: object) -> None:
-        if proc.poll() is None:
+        nonlocal stopping
+        stopping = True
+        if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGINT, pass_on)
     signal.signal(signal.SIGTERM, pass_on)
+    dagster = Path(sys.executable).parent / "dagster"
+    cmd = [str(dagster), "dev", *dagster_args, "-h", host, "-p", str(port)]
+    state = home / STATE_FILE
     try:
+        proc = subprocess.Popen(
+            cmd, start_new_session=True, preexec_fn=_restore_signals, pass_fds=(lock,)
+        )
+        _write_state(home, proc, host, port)
+        if stopping:  # asked to stop while it was being started
+            proc.send_signal(signal.SIGTERM)
         code = proc.wait()
     finally:
-        _finish(proc.pid)
+        if proc is not None:
+            _finish(proc.pid)
         state.unlink(missing_ok=True)
     return 0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else code
 
@@ -135,6 +235,8 @@ def _finish(pgid: int, grace: float = GRACE_SECONDS) -> None:
 
 
 def stop(home: Path, grace: float = GRACE_SECONDS) -> int:
+    """Stop the ``dagster dev`` the state file names. The state file is its starter's to
+    remove (a stop that removed it could remove the next start's)."""
     found = running(home)
     if found is None:
         print(f"no Dagster is running for {home.parent} (nothing to stop)")
@@ -146,7 +248,6 @@ def stop(home: Path, grace: float = GRACE_SECONDS) -> int:
     while alive(found.pid) and time.monotonic() < deadline:
         time.sleep(0.25)
     _finish(found.pid, max(0.0, deadline - time.monotonic()))
-    (home / STATE_FILE).unlink(missing_ok=True)
     print("stopped")
     return 0
 

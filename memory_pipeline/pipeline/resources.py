@@ -12,6 +12,7 @@ from pydantic import Field, PrivateAttr
 
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.sources.config import SourcesConfig, load_sources
+from memory_pipeline.spaces import Spaces
 from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
 
@@ -64,16 +65,22 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 secrets[var] = raw
         return Settings.from_env({**self.variables, **secrets})
 
+    def spaces(self) -> Spaces:
+        """The one space binding of this resource (``HYBRID_RAG_SPACE``, ``..._READ_SPACES``):
+        ``system()`` and ``store()`` both open theirs with it, so what a run writes is
+        where a sensor or a check looks."""
+        return self.settings().spaces()
+
     def system(self) -> MemorySystem:
         if self._system is None:
-            self._system = MemorySystem(self.settings())
+            self._system = MemorySystem(self.settings(), spaces=self.spaces())
         return self._system
 
     def store(self) -> Store:
         if self._system is not None:
             return self._system.store
         if self._store is None:
-            self._store = Store(self.settings().url)
+            self._store = Store(self.settings().url, spaces=self.spaces())
         return self._store
 
     def teardown_after_execution(self, context: Any) -> None:

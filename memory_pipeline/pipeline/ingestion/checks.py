@@ -20,7 +20,7 @@ from memory_pipeline.memory.health import HealthFinding, HealthReport
 from memory_pipeline.pipeline.ingestion.assets import embeddings, search_index
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.sources.ledger import read_ledger
-from memory_pipeline.sources.status import describe_not_ingested, not_ingested
+from memory_pipeline.sources.status import describe_not_ingested, not_ingested, plural
 
 VECTOR_CHECKS = ("vectors_finite", "vector_dim", "model_ids", "missing_vectors")
 INDEX_CHECKS = ("index", "debris", "gaps", "dense_sparse")
@@ -63,7 +63,7 @@ def sources_parse(sources: SourcesResource) -> dg.AssetCheckResult:
         passed=not failures,
         severity=dg.AssetCheckSeverity.WARN,
         description=(
-            f"{len(failures)} source files failed: "
+            f"{plural(len(failures), 'source file')} failed: "
             + ", ".join(Path(p).name for p in sorted(failures))
             if failures
             else "every source file parsed"
@@ -162,7 +162,8 @@ def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.Ass
         passed=not behind,
         severity=dg.AssetCheckSeverity.ERROR,
         description=(
-            f"{len(behind)} source files are not in the store: "
+            f"{plural(len(behind), 'source file')} {'is' if len(behind) == 1 else 'are'} "
+            "not in the store: "
             + ", ".join(s.path.name for s in behind[:10])
             + (" …" if len(behind) > 10 else "")
             if behind

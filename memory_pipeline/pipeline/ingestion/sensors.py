@@ -43,6 +43,7 @@ from memory_pipeline.sources.status import (
     StoreView,
     deleted_statuses,
     file_status,
+    plural,
     scan,
 )
 from memory_pipeline.sources.sync import wants_ingest
@@ -84,6 +85,11 @@ class Attempt:
 
     def due(self, clock: float) -> bool:
         return clock >= self.at + backoff_seconds(self.attempts)
+
+
+#: Run tag: how many of the run's files the sensor asks for again (a count of files; a
+#: retry of the run by Dagster is counted by Dagster's own ``dagster/retry_number``).
+ASKED_AGAIN_TAG = "memory_pipeline/files_asked_again"
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -174,6 +180,12 @@ def source_work(
             cursor.asked.pop(path, None)
     for gone in deleted_statuses(store, cfg, ledger, [f.path for f in files]):
         wanted[str(gone.path)] = REMOVED
+    for path in sorted(ledger.failures()):
+        # Gone with nothing stored, but its parse failure recorded: a removal run clears
+        # the record, and that run's checks announce the recovery (else only the next
+        # scheduled health check would).
+        if path not in now and path not in wanted and not Path(path).exists():
+            wanted[path] = REMOVED
     for path in [p for p in cursor.asked if p not in wanted and p not in now]:
         del cursor.asked[path]  # a removal done, or a file gone before it was ingested
     work = SourceWork()
@@ -227,7 +239,7 @@ def source_files_sensor(
     clock = time.time()
     work = source_work(memory.store(), cfg, files, cursor, clock)
     failing = (
-        f"; {len(work.failing)} files still not in after {FAILING_AFTER} or more runs: "
+        f"; {plural(len(work.failing), 'file')} still not in after {FAILING_AFTER} or more runs: "
         f"{_names(work.failing)}"
         if work.failing
         else ""
@@ -239,7 +251,7 @@ def source_files_sensor(
         if work.waiting:
             soonest = min(work.waiting.values())
             message = (
-                f"{len(work.waiting)} files not in the store after a run "
+                f"{plural(len(work.waiting), 'file')} not in the store after a run "
                 f"({_names(sorted(work.waiting))}); asking again in {soonest:.0f}s{failing}"
             )
         else:
@@ -263,11 +275,14 @@ def source_files_sensor(
         tags={
             "memory_pipeline/changed": str(len(work.ingest)),
             "memory_pipeline/deleted": str(len(work.delete)),
-            "memory_pipeline/retried": str(retries),
+            # Files asked for again after a run that did not bring them in; only when some
+            # are, so that a retry Dagster makes of this run (which copies these tags beside
+            # its ``dagster/retry_number``) never shows a count of 0 next to its badge.
+            **({ASKED_AGAIN_TAG: str(retries)} if retries else {}),
         },
     )
     context.log.info(
-        f"requesting ingest of {len(work.ingest)} files, removal of {len(work.delete)}"
+        f"requesting ingest of {plural(len(work.ingest), 'file')}, removal of {len(work.delete)}"
         + (f" ({retries} asked again after a run that did not bring them in)" if retries else "")
         + failing
     )
