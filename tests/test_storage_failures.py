@@ -7,17 +7,27 @@ while the server keeps serving), never as a traceback or as an answer that looks
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from mcp import Client
 
 from memory_pipeline.cli import main
+from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.system import MemorySystem
-from serving.harness import error_text, structured
+from serving.harness import StoreLayout, error_text, stdio_params, structured
 from serving.server import build_server
+from tests.conftest import make_settings
 
 NOTES = {
     "fusion.md": "# Fusion\n\nReciprocal rank fusion adds one over k plus rank.",
@@ -113,3 +123,225 @@ async def test_mcp_search_without_its_index_folder_is_a_tool_error(
     assert "call rebuild_index" in error_text(missing)
     assert not rebuilt.is_error
     assert [c["title"] for c in structured(found)["chunks"]] == ["fusion"]
+
+
+# ------------------------------------------------------------ read-only, full, failing
+@contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """Nobody can write ``paths`` (files and folders) meanwhile: chmod for a user; for root,
+    whom permissions do not stop, the immutable attribute (``chattr +i``)."""
+    if os.geteuid() != 0:
+        modes = {p: p.stat().st_mode for p in paths}
+        for p in paths:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for p, mode in modes.items():
+                p.chmod(mode)
+        return
+    if not shutil.which("chattr"):
+        pytest.skip("running as root without chattr: no way to make a file read-only here")
+    done = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"running as root and chattr +i is refused here: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+@pytest.fixture
+def stored(home: Path) -> Path:
+    """Two notes stored and indexed; every connection closed (no -wal file left behind)."""
+    settings = make_settings(home).replace(model="hashing")
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    system.ingest(sorted((home / "docs").iterdir()))
+    system.close()
+    assert not (home / "memory.db-wal").exists()
+    return home
+
+
+def sql(db: Path, statement: str) -> list[Any]:
+    """One statement on its own connection, committed and closed (no -wal left open)."""
+    with closing(sqlite3.connect(db)) as conn, conn:
+        return conn.execute(statement).fetchall()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def no_traceback(err: str) -> None:
+    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (("stats", "--json"), '"chunks": 2'),
+        (("health",), "healthy"),
+        (("search", "rank fusion", "--no-access"), "fusion"),
+        (("search", "rank fusion"), "fusion"),
+    ],
+    ids=["stats", "health", "search-no-access", "search"],
+)
+def test_reading_commands_work_on_a_read_only_memory(
+    args: tuple[str, ...], expect: str, stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = stored / "memory.db"
+    before = digest(db)
+    with read_only(db, stored):
+        code, out, err = run(cli(stored, *args), capsys)
+    assert code == 0, err
+    assert expect in out.lower()
+    assert "Traceback" not in err
+    counted = args == ("search", "rank fusion")
+    assert err.count("not counted as an access") == (1 if counted else 0), err
+    assert digest(db) == before and not (stored / "memory.db-wal").exists()
+
+
+def test_reading_commands_do_not_create_or_migrate_an_up_to_date_database(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reading command opens the file read-only: on a writable one it changes nothing
+    either (no migration, no journal-mode switch: the bytes stay the same)."""
+    db = stored / "memory.db"
+    sql(db, "PRAGMA journal_mode=DELETE")
+    before = digest(db)
+    code, _, err = run(cli(stored, "stats"), capsys)
+    assert code == 0, err
+    assert digest(db) == before
+    assert sql(db, "PRAGMA journal_mode") == [("delete",)]
+
+
+def test_writing_to_a_read_only_memory_is_one_line_saying_what_to_do(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    note = stored / "new.md"
+    note.write_text("# New\n\nViolins and cellos.", encoding="utf-8")
+    db = stored / "memory.db"
+    before = digest(db)
+    with read_only(db, stored):
+        code, out, err = run(cli(stored, "ingest", str(note)), capsys)
+    assert (code, out) == (2, "")
+    no_traceback(err)
+    assert str(db) in err and "cannot be written" in err
+    assert "nothing was lost" in err and "permissions" in err
+    assert digest(db) == before
+
+
+def test_a_read_only_database_that_needs_a_migration_says_so(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = stored / "memory.db"
+    sql(db, "UPDATE alembic_version SET version_num = '0004'")
+    with read_only(db, stored):
+        code, out, err = run(cli(stored, "stats"), capsys)
+    assert (code, out) == (2, "")
+    no_traceback(err)
+    assert "schema" in err and "0004" in err and "cannot be written" in err
+
+
+@contextmanager
+def page_limit() -> Iterator[None]:
+    """Every new SQLite connection may not grow its file: a write that needs a new page
+    fails with SQLITE_FULL ("database or disk is full"), as on a full disk."""
+
+    def limit(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute("PRAGMA max_page_count = 1")  # raised to the file's size
+
+    sa.event.listen(sa.pool.Pool, "connect", limit)
+    try:
+        yield
+    finally:
+        sa.event.remove(sa.pool.Pool, "connect", limit)
+
+
+def test_a_full_disk_during_ingest_is_one_line_and_loses_nothing(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    note = stored / "new.md"
+    note.write_text("# New\n\n" + "Violins and cellos. " * 400, encoding="utf-8")
+    with page_limit():
+        code, out, err = run(cli(stored, "ingest", str(note)), capsys)
+    assert (code, out) == (2, "")
+    no_traceback(err)
+    assert "full" in err and str(stored / "memory.db") in err
+    assert "nothing was lost" in err and "free some space" in err.lower()
+    code, out, err = run(cli(stored, "stats", "--json"), capsys)
+    assert code == 0 and '"documents": 2' in out, err
+    code, out, err = run(cli(stored, "ingest", str(note)), capsys)
+    assert code == 0 and "ingested" in out, err
+
+
+def test_a_full_disk_while_publishing_the_index_is_one_line_and_loses_nothing(
+    stored: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index files are written by Python; their ENOSPC is simulated where they meet
+    the OS (``os.fsync``, which reports a full disk on delayed allocation)."""
+    note = stored / "new.md"
+    note.write_text("# New\n\nViolins and cellos.", encoding="utf-8")
+    code, _, err = run(cli(stored, "ingest", "--no-index", str(note)), capsys)
+    assert code == 0, err
+    published = (stored / "indices" / "CURRENT").read_text()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", full)
+        code, out, err = run(cli(stored, "update-index"), capsys)
+    assert (code, out) == (2, "")
+    no_traceback(err)
+    assert "full" in err and str(stored / "indices") in err and "nothing was lost" in err
+    assert (stored / "indices" / "CURRENT").read_text() == published
+    code, out, err = run(cli(stored, "search", "violins cellos", "--no-access"), capsys)
+    assert code == 0 and "violins" in out.lower(), err
+    code, _, err = run(cli(stored, "update-index"), capsys)
+    assert code == 0, err
+
+
+@pytest.mark.anyio
+async def test_mcp_a_full_disk_is_a_tool_error_and_the_server_keeps_serving(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    system.ingest_text("Reciprocal rank fusion adds one over k plus rank.", "fusion")
+    system.update_index()
+    long = "Violins and cellos. " * 400
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        with page_limit():
+            system.store.engine.dispose()  # every connection from now on is limited
+            full = await client.call_tool("ingest_text", {"text": long, "title": "strings"})
+            found = await client.call_tool("hybrid_search", {"query": "rank fusion"})
+        system.store.engine.dispose()
+        again = await client.call_tool("ingest_text", {"text": long, "title": "strings"})
+    assert full.is_error
+    text = error_text(full)
+    assert "full" in text and "nothing was lost" in text and "Traceback" not in text
+    assert [c["title"] for c in structured(found)["chunks"]] == ["fusion"]
+    assert structured(again)["results"][0]["status"] == "ingested"
+
+
+@pytest.mark.anyio
+async def test_mcp_server_on_a_read_only_database_serves_reads_and_refuses_writes(
+    tmp_path: Path,
+) -> None:
+    layout = StoreLayout(tmp_path)
+    env = layout.env()
+    (layout.docs / "note.md").write_text("# Fusion\n\nReciprocal rank fusion.", encoding="utf-8")
+    settings = make_settings(tmp_path).replace(model="hashing")
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    system.ingest([layout.docs / "note.md"])
+    system.close()
+    with read_only(layout.db, tmp_path):
+        async with Client(stdio_params(env, layout.docs)) as client:
+            found = await client.call_tool("hybrid_search", {"query": "rank fusion"})
+            stats = await client.call_tool("get_system_stats", {})
+            write = await client.call_tool("ingest_text", {"text": "More.", "title": "more"})
+            after = await client.call_tool("hybrid_search", {"query": "rank fusion"})
+    assert [c["title"] for c in structured(found)["chunks"]] == ["Fusion"]
+    assert structured(stats)["documents"] == 1
+    assert write.is_error
+    assert "cannot be written" in error_text(write) and "nothing was lost" in error_text(write)
+    assert structured(after)["chunks"]

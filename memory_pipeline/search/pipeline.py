@@ -6,12 +6,18 @@ the cross-encoder, the memory axis, MMR, and the hits as returned.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
-from memory_pipeline.errors import IndexError_, InvalidInputError, ModelMismatchError
+from memory_pipeline.errors import (
+    IndexError_,
+    InvalidInputError,
+    ModelMismatchError,
+    StorageError,
+)
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
@@ -33,6 +39,8 @@ from memory_pipeline.search.run import Run, Timer
 from memory_pipeline.store import Store
 from memory_pipeline.types import ChunkRecord, SearchFilters, SearchHit, SearchResult, SearchStats
 
+log = logging.getLogger(__name__)
+
 
 class HybridSearcher:
     def __init__(
@@ -49,6 +57,7 @@ class HybridSearcher:
         self.reranker = reranker
         self.reranker_status = reranker_status
         self.retriever = Retriever(store, embedder)
+        self._access_warned = False
 
     def search(
         self,
@@ -107,9 +116,21 @@ class HybridSearcher:
             hits = self._hits(run)
         if params.record_access and hits:
             with timer.stage("record_access"):
-                self.store.record_access([h.chunk_id for h in hits])
+                self._record_access(hits, stats)
         stats.timings_ms = {k: round(v, 3) for k, v in timer.ms.items()}
         return SearchResult(query=query, hits=hits, stats=stats)
+
+    def _record_access(self, hits: list[SearchHit], stats: SearchStats) -> None:
+        """Count the hits as accessed; a store that cannot take the write (read-only, a
+        full disk) costs the count, not the answer: a note, and one warning per searcher."""
+        try:
+            self.store.record_access([h.chunk_id for h in hits])
+        except StorageError as exc:
+            note = f"this search is not counted as an access: {exc}"
+            stats.notes.append(note)
+            if not self._access_warned:
+                self._access_warned = True
+                log.warning("%s", note)
 
     def _published(self) -> IndexView | None:
         """The published version; without one, an error if the memory holds chunks that
