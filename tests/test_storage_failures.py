@@ -345,3 +345,28 @@ async def test_mcp_server_on_a_read_only_database_serves_reads_and_refuses_write
     assert write.is_error
     assert "cannot be written" in error_text(write) and "nothing was lost" in error_text(write)
     assert structured(after)["chunks"]
+
+
+def test_a_search_that_cannot_record_its_access_still_answers(
+    stored: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the file is read-only: SQLite opens it for reading without a word, and the
+    first write (the access count) is refused. The answer comes anyway, with a note."""
+    from memory_pipeline.system import Opening
+
+    db = stored / "memory.db"
+    settings = make_settings(stored).replace(model="hashing")
+    with read_only(db):
+        system = MemorySystem(settings, embedder=HashingEmbedder(), opening=Opening.PREFER_WRITABLE)
+        try:
+            results = [system.query("rank fusion") for _ in range(2)]
+        finally:
+            system.close()
+    assert all(r.hits for r in results)
+    for result in results:
+        assert any(
+            n.startswith("this search is not counted as an access") for n in result.stats.notes
+        )
+    warned = [r for r in caplog.records if "not counted as an access" in r.getMessage()]
+    assert len(warned) == 1
+    assert sql(db, "SELECT SUM(access_count) FROM chunks") == [(0,)]
