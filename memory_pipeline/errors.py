@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class MemoryError_(Exception):
     """Base class of every error the library raises on purpose."""
@@ -29,3 +31,20 @@ class IndexBusyError(IndexError_):
 
 class ModelUnavailableError(MemoryError_):
     """A configured model cannot be loaded here (no network, wrong path...)."""
+
+
+class StorageFailure(StrEnum):
+    """What kept the database or the index files from being written."""
+
+    FULL = "full"
+    READ_ONLY = "read_only"
+    IO = "io"
+
+
+class StorageError(MemoryError_):
+    """The database or the index files could not be written (or read): a full disk, a
+    read-only file or folder, an I/O error. ``kind`` says which."""
+
+    def __init__(self, message: str, kind: StorageFailure) -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -8,6 +8,7 @@ import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self
 
@@ -17,7 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
-from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.errors import (
+    InvalidInputError,
+    NotFoundError,
+    StorageError,
+    StorageFailure,
+)
 from memory_pipeline.index.backends import open_backend
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.ingest.chunking import chunk_document
@@ -53,6 +59,8 @@ from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.search.rerank import Reranker, load_reranker
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, doc_id_in_space
 from memory_pipeline.store import Store, content_sha, now_utc
+from memory_pipeline.store.engine import sqlite_file
+from memory_pipeline.store.failures import storage_error
 from memory_pipeline.types import (
     ChunkRecord,
     DocumentInfo,
@@ -120,6 +128,37 @@ def doc_id_for(raw: bytes, space: str = DEFAULT_SPACE) -> str:
     return doc_id_in_space(hashlib.sha256(raw).hexdigest(), space)
 
 
+class Opening(StrEnum):
+    """How a memory opens its database."""
+
+    WRITABLE = "writable"  # every command that writes; a read-only file is an error
+    READ_ONLY = "read_only"  # reports and searches that record nothing: never writes
+    PREFER_WRITABLE = "prefer_writable"  # a search, a server: read-only if it must be
+
+
+def _open_store(url: str, spaces: Spaces, opening: Opening) -> Store:
+    if opening is not Opening.PREFER_WRITABLE:
+        return Store(url, spaces=spaces, read_only=opening is Opening.READ_ONLY)
+    try:
+        return Store(url, spaces=spaces)
+    except StorageError as exc:
+        if exc.kind is not StorageFailure.READ_ONLY:
+            raise
+        log.info("opening the database read-only: %s", exc)
+        return Store(url, spaces=spaces, read_only=True)
+
+
+def _make_folder(path: Path, *, required: bool) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        error = storage_error(exc, f"the index folder {path}", "nothing was written yet")
+        if error is None:
+            raise
+        if required or error.kind is not StorageFailure.READ_ONLY:
+            raise error from exc
+
+
 class MemorySystem:
     def __init__(
         self,
@@ -128,14 +167,20 @@ class MemorySystem:
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         spaces: Spaces | None = None,
+        opening: Opening = Opening.WRITABLE,
     ) -> None:
         """``spaces`` binds the memory to the space it writes and those it reads (default:
-        what the settings say); the store applies it to every query."""
+        what the settings say); the store applies it to every query. ``opening``: whether
+        the database must be writable (``store.read_only`` says how it was opened)."""
         self.settings = settings
         self.spaces = spaces or settings.spaces()
-        if settings.index.backend == "local":  # its folder first (often beside the database)
-            settings.index_path.mkdir(parents=True, exist_ok=True)
-        self.store = Store(settings.url, spaces=self.spaces)
+        db_file = sqlite_file(settings.url)
+        if opening is Opening.READ_ONLY and (db_file is None or not db_file.exists()):
+            opening = Opening.WRITABLE  # a new memory is made as any command would make it
+        if settings.index.backend == "local" and opening is not Opening.READ_ONLY:
+            # Its folder first: often beside the database, whose folder it may create.
+            _make_folder(settings.index_path, required=opening is Opening.WRITABLE)
+        self.store = _open_store(settings.url, self.spaces, opening)
         self.embedder: Embedder = embedder or embedder_for(
             settings, lambda: [m for m in [self.store.some_model_id()] if m]
         )
@@ -438,6 +483,7 @@ class MemorySystem:
         ``rewrites`` are other phrasings of the same question the caller wrote (synonyms,
         the names the memory may use, a question turned into a statement): each is
         searched too and all are fused into one ranking (``HybridSearcher.search``).
+        A memory opened read-only records no access.
         """
         if isinstance(query, str):
             check_text("query", query, multiline=True)
@@ -449,7 +495,7 @@ class MemorySystem:
             enable_mmr=enable_mmr,
             mmr_lambda=mmr_lambda,
             use_reranker=use_reranker,
-            record_access=record_access,
+            record_access=record_access and not self.store.read_only,
             enable_memory_rerank=enable_memory_rerank,
             memory=self.memory_params(
                 memory_time_weight, memory_freq_weight, memory_importance_threshold

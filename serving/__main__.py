@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # by the warm-up thread made each later query 5-20x slower on a busy 2-CPU machine.
     # Read once, when the libraries load: hence before the import below.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from memory_pipeline.system import MemorySystem
+    from memory_pipeline.system import MemorySystem, Opening
     from serving.server import build_server
 
     try:
@@ -142,12 +142,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         roots = parse_roots(settings.serving.allowed_roots, cwd)
         policy = LoadPolicy(args.model_load)
         with stdout_to_stderr():
-            system = MemorySystem(settings)
+            # A read-only database still answers searches: serve them, refuse writes.
+            system = MemorySystem(settings, opening=Opening.PREFER_WRITABLE)
             if policy is LoadPolicy.EAGER:
                 warm_up(system)
     except MemoryError_ as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
+    if system.store.read_only:
+        log.warning(
+            "the database %s cannot be written: serving reads only (searches are not "
+            "counted as accesses; every write tool answers with an error saying why)",
+            settings.url,
+        )
     log.info(
         "store %s, index %s, ingest roots %s, %s",
         settings.url,

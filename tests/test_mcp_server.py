@@ -185,7 +185,7 @@ def test_library_and_storage_errors_become_tool_errors() -> None:
 
     with pytest.raises(ToolError, match="no document with doc_id 'x'; find ids"):
         tool_errors(missing)()
-    with pytest.raises(ToolError, match=r"storage error: .*No space left"):
+    with pytest.raises(ToolError, match=r"disk is full \(No space left on device\); nothing was"):
         tool_errors(disk)()
     # A bug is named, not hidden behind the SDK's bare "Error executing tool X".
     with pytest.raises(ToolError, match=r"unexpected error .*KeyError: 'internal'.*only reads"):

@@ -48,12 +48,21 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
 
 
+def _opening(args: argparse.Namespace) -> str:
+    """How the command opens the database (``system.Opening``): reports and searches
+    that record nothing never write it, so they work on a read-only file; a search
+    that counts its hits as accessed opens read-only when it must (and says so)."""
+    if getattr(args, "reads_only", False) or getattr(args, "no_access", False):
+        return "read_only"
+    return "prefer_writable" if args.command == "search" else "writable"
+
+
 def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from memory_pipeline.system import MemorySystem
+    from memory_pipeline.system import MemorySystem, Opening
 
     settings = _settings(args)
     everything = Spaces.everything() if getattr(args, "all_spaces", False) else None
-    return MemorySystem(settings, spaces=everything)
+    return MemorySystem(settings, spaces=everything, opening=Opening(_opening(args)))
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -97,6 +106,12 @@ def _suffixes() -> set[str]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     system = _system(args)
+    if system.store.read_only and not args.no_access:
+        print(
+            f"note: the database {system.settings.url.split('///')[-1]} cannot be written "
+            "here, so this search is not counted as an access",
+            file=sys.stderr,
+        )
     filters = SearchFilters(
         tags=tuple(args.tag or ()),
         knowledge_types=tuple(args.knowledge_type or ()),

@@ -133,12 +133,12 @@ def register(
         help=f"also check that every file under this sources file's roots is in the store "
         f"(default: {SOURCES_ENV} when set)",
     )
-    p.set_defaults(func=cmd_health)
+    p.set_defaults(func=cmd_health, reads_only=True)
 
     p = sub.add_parser("stats", parents=parents, help="counts, coverage, access, index and models")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_all_spaces(p, "count")
-    p.set_defaults(func=cmd_stats)
+    p.set_defaults(func=cmd_stats, reads_only=True)
 
     p = sub.add_parser(
         "duplicates",
@@ -160,4 +160,4 @@ def register(
     )
     p.add_argument("--output", metavar="REPORT.json", help="also write the report as JSON here")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_duplicates)
+    p.set_defaults(func=cmd_duplicates, reads_only=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from memory_pipeline.index.sparse import SparseIndex
 from memory_pipeline.index.sparse_spaces import DEFAULT_SPACE, partition_dir, partition_dirs
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.store import Store
+from memory_pipeline.store.failures import INDEX_UNCHANGED, storage_error
 from memory_pipeline.store.store import Reads
 from memory_pipeline.types import IndexUpdateResult
 
@@ -55,7 +57,7 @@ class IndexWriter:
         follows the size of the change, not of the corpus.
         """
         started = time.perf_counter()
-        with v.writer_lock(self.root):
+        with _writing(self.root), v.writer_lock(self.root):
             current = v.read_current(self.root)
             if current is None:
                 return self._rebuild_locked(started)
@@ -139,7 +141,7 @@ class IndexWriter:
     def rebuild(self) -> IndexUpdateResult:
         """A fresh version from every stored vector and chunk text; no re-embedding."""
         started = time.perf_counter()
-        with v.writer_lock(self.root):
+        with _writing(self.root), v.writer_lock(self.root):
             return self._rebuild_locked(started)
 
     # ----------------------------------------------------------------- helpers
@@ -248,6 +250,19 @@ class IndexWriter:
     def _tokens(self, reads: Reads, ids: Iterable[int]) -> list[tuple[int, list[str]]]:
         contents = reads.sparse_texts([int(i) for i in ids])
         return [(cid, tokenize(text)) for cid, text in contents.items()]
+
+
+@contextmanager
+def _writing(root: Path) -> Iterator[None]:
+    """A full disk, a read-only folder or an I/O error while writing a version is a
+    ``StorageError``; the half-written version is left for the next writer to delete."""
+    try:
+        yield
+    except OSError as exc:
+        error = storage_error(exc, f"the index folder {root}", INDEX_UNCHANGED)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def stored_vectors(reads: Reads, ids: np.ndarray, model_id: str) -> tuple[np.ndarray, np.ndarray]:

@@ -6,12 +6,18 @@ the cross-encoder, the memory axis, MMR, and the hits as returned.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
-from memory_pipeline.errors import InvalidInputError, ModelMismatchError
+from memory_pipeline.errors import (
+    IndexError_,
+    InvalidInputError,
+    ModelMismatchError,
+    StorageError,
+)
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.rerank import memory_rerank
@@ -33,6 +39,8 @@ from memory_pipeline.search.run import Run, Timer
 from memory_pipeline.store import Store
 from memory_pipeline.types import ChunkRecord, SearchFilters, SearchHit, SearchResult, SearchStats
 
+log = logging.getLogger(__name__)
+
 
 class HybridSearcher:
     def __init__(
@@ -49,6 +57,7 @@ class HybridSearcher:
         self.reranker = reranker
         self.reranker_status = reranker_status
         self.retriever = Retriever(store, embedder)
+        self._access_warned = False
 
     def search(
         self,
@@ -82,7 +91,7 @@ class HybridSearcher:
             given = [] if query_vector is None else [query_vector]
             qvec, *others = given + embed_phrasings(self.embedder, texts[len(given) :])
         with timer.stage("load_index"):
-            version = self.reader.current()
+            version = self._published()
             if version is not None:  # BM25 over the partitions of the spaces it reads
                 version = version.for_spaces(self.store.spaces.read)
         if version is not None:
@@ -107,9 +116,44 @@ class HybridSearcher:
             hits = self._hits(run)
         if params.record_access and hits:
             with timer.stage("record_access"):
-                self.store.record_access([h.chunk_id for h in hits])
+                self._record_access(hits, stats)
         stats.timings_ms = {k: round(v, 3) for k, v in timer.ms.items()}
         return SearchResult(query=query, hits=hits, stats=stats)
+
+    def _record_access(self, hits: list[SearchHit], stats: SearchStats) -> None:
+        """Count the hits as accessed; a store that cannot take the write (read-only, a
+        full disk) costs the count, not the answer: a note, and one warning per searcher."""
+        try:
+            self.store.record_access([h.chunk_id for h in hits])
+        except StorageError as exc:
+            note = f"this search is not counted as an access: {exc}"
+            stats.notes.append(note)
+            if not self._access_warned:
+                self._access_warned = True
+                log.warning("%s", note)
+
+    def _published(self) -> IndexView | None:
+        """The published version; without one, an error if the memory holds chunks that
+        the unindexed delta does not cover either (the index folder went missing, say),
+        rather than an empty answer that looks like an empty memory."""
+        version = self.reader.current()
+        if version is not None:
+            return version
+        held = self.store.counts()["chunks"]
+        if not held:
+            return None
+        unseen = held - len(self.store.pending_adds())
+        if unseen <= 0:
+            return None
+        version = self.reader.current()  # published since the first look?
+        if version is not None:
+            return version
+        raise IndexError_(
+            f"no published index, but {unseen} of the {held} chunks this memory holds are in "
+            "no index and not queued for one, so no search can find them (was the index "
+            "folder deleted?); nothing is lost: run rebuild-index (it rebuilds the index from "
+            "the stored vectors, nothing is re-embedded)"
+        )
 
     # ------------------------------------------------------------------ stages
     def _retrieve(self, run: Run, rewrites: list[tuple[str, np.ndarray]]) -> None:

@@ -10,9 +10,16 @@ from typing import Any, Protocol, Self
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.errors import InvalidInputError, NotFoundError, StorageError
 from memory_pipeline.spaces import Spaces
-from memory_pipeline.store.engine import create_engine, migrate, writer
+from memory_pipeline.store.engine import (
+    cannot_migrate,
+    create_engine,
+    migrate,
+    revisions,
+    sqlite_file,
+    writer,
+)
 from memory_pipeline.store.schema import Document, IndexChange
 
 
@@ -38,16 +45,34 @@ class StoreBase:
     exceptions: the index and the vectors serve every space.
     """
 
-    def __init__(self, url: str, *, spaces: Spaces | None = None) -> None:
+    def __init__(self, url: str, *, spaces: Spaces | None = None, read_only: bool = False) -> None:
+        """``read_only``: open an existing SQLite file so that nothing is written to it
+        (every write fails with a ``StorageError``); it is migrated first only if it is
+        behind this code's schema, and only if it can be written."""
         self.url = url
         self.spaces = spaces or Spaces()
         # read spaces -> (store generation, ids to restrict searches to); see space_restriction
         self._space_cache: dict[frozenset[str], tuple[tuple[Any, ...], Any]] = {}
-        self.engine = create_engine(url)
+        db_file = sqlite_file(url)
+        self.read_only = read_only and db_file is not None and db_file.exists()
+        self.engine = self._open(url) if self.read_only else _migrated(create_engine(url))
         self._writer = writer(self.engine)
-        migrate(self.engine)
         # Set by an index backend that lives in this database; otherwise changes are queued.
         self.index_hook: InTransactionIndex | None = None
+
+    @staticmethod
+    def _open(url: str) -> sa.Engine:
+        """A read-only engine over ``url``, once its schema is current."""
+        engine = create_engine(url, read_only=True)
+        current, head = revisions(engine)
+        if current == head:
+            return engine
+        engine.dispose()
+        try:
+            _migrated(create_engine(url)).dispose()
+        except StorageError as exc:
+            raise cannot_migrate(engine, current, head, exc) from exc
+        return create_engine(url, read_only=True)
 
     def queue_adds(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks this transaction inserted (vectors stored): the index learns of them in
@@ -126,6 +151,15 @@ class StoreBase:
         """One transaction: everything inside commits together or not at all."""
         with Session(self._writer) as session, session.begin():
             yield session
+
+
+def _migrated(engine: sa.Engine) -> sa.Engine:
+    try:
+        migrate(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
 
 
 def no_document(doc_id: str) -> str:

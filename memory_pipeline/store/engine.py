@@ -6,6 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from alembic import command
@@ -14,7 +15,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
-from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.errors import InvalidInputError, StorageError
+from memory_pipeline.store.failures import DATABASE_UNCHANGED, storage_error
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -56,6 +58,36 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write ``path``: SQLite's ``mode=ro``.
+
+    Reading a WAL database needs its -shm file beside it; when the folder cannot take
+    one (it is read-only too), nobody can be writing the file in WAL mode either, so it
+    is read as it stands (``immutable=1``).
+    """
+    uri = f"file:{quote(str(path))}?mode=ro"
+    options: dict[str, Any] = {
+        "uri": True,
+        "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+        "isolation_level": None,
+        "check_same_thread": False,  # the pool hands connections between threads
+    }
+    conn = sqlite3.connect(uri, **options)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file (and its -shm)
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            raise
+    return sqlite3.connect(f"{uri}&immutable=1", **options)
+
+
+def _read_only_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    dbapi_conn.execute("PRAGMA foreign_keys=ON")
+
+
 def _sqlite_begin(conn: sa.Connection) -> None:
     write = conn.get_execution_options().get(WRITE_OPTION, False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -66,35 +98,76 @@ def writer(engine: Engine) -> Engine:
     return engine.execution_options(**{WRITE_OPTION: True})
 
 
-def create_engine(url: str) -> Engine:
-    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys."""
+def describe(engine: Engine) -> str:
+    """The database as a message names it: its file, or its URL without the password."""
+    if engine.dialect.name == "sqlite":
+        return f"the database {engine.url.database}"
+    return f"the database {engine.url.render_as_string(hide_password=True)}"
+
+
+def _storage_errors(engine: Engine) -> None:
+    """A full disk, a read-only file or an I/O error reaches the caller as a
+    ``StorageError`` saying so (and what to do), not as the driver's exception."""
+    where = describe(engine)
+
+    def handle(context: sa.engine.ExceptionContext) -> None:
+        error = storage_error(context.original_exception, where, DATABASE_UNCHANGED)
+        if error is not None:
+            raise error
+
+    sa.event.listen(engine, "handle_error", handle)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database or an in-memory one)."""
+    if not url.startswith("sqlite"):
+        return None
+    db_path = url.split("///", 1)[-1]
+    return Path(db_path) if db_path and db_path != ":memory:" else None
+
+
+def create_engine(url: str, *, read_only: bool = False) -> Engine:
+    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys.
+
+    ``read_only`` opens an existing SQLite file so that nothing can be written to it
+    (nor its journal mode changed); other databases ignore it.
+    """
     if url.startswith("sqlite"):
-        db_path = url.split("///", 1)[-1]
-        if db_path and db_path != ":memory:":
-            parent = Path(db_path).parent
+        db_file = sqlite_file(url)
+        if db_file is not None:
+            parent = db_file.parent
             if not parent.exists():
                 raise InvalidInputError(
                     f"database folder {parent} does not exist; create it or point "
                     "HYBRID_RAG_DB_PATH somewhere else"
                 )
-        # isolation_level=None hands BEGIN to us: a write transaction takes the
-        # lock up front (BEGIN IMMEDIATE) instead of failing on a lock upgrade.
-        engine = sa.create_engine(
-            url,
-            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None},
-        )
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        if read_only and db_file is not None:
+            engine = sa.create_engine(
+                sqlite_url(db_file), creator=lambda: _connect_read_only(db_file)
+            )
+            sa.event.listen(engine, "connect", _read_only_pragmas)
+        else:
+            # isolation_level=None hands BEGIN to us: a write transaction takes the
+            # lock up front (BEGIN IMMEDIATE) instead of failing on a lock upgrade.
+            engine = sa.create_engine(
+                url,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None},
+            )
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
         sa.event.listen(engine, "begin", _sqlite_begin)
+        _storage_errors(engine)
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     try:
-        return sa.create_engine(url, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_pre_ping=True)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise InvalidInputError(
             f"database URL {url!r} cannot be used ({exc}); give a file (HYBRID_RAG_DB_PATH) "
             "or a URL such as postgresql://user@/memory?host=/var/run/postgresql"
         ) from exc
+    _storage_errors(engine)
+    return engine
 
 
 def _alembic_config() -> Config:
@@ -116,9 +189,7 @@ def migrate(engine: Engine) -> None:
     processes that waited find the schema made and do nothing.
     """
     cfg = _alembic_config()
-    head = ScriptDirectory.from_config(cfg).get_current_head()
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
+    current, head = revisions(engine)
     if current == head:
         return
     with writer(engine).begin() as conn:
@@ -128,3 +199,21 @@ def migrate(engine: Engine) -> None:
             return
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+def revisions(engine: Engine) -> tuple[str | None, str | None]:
+    """The schema revision the database is at, and the newest this code knows."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision(), head
+
+
+def cannot_migrate(
+    engine: Engine, current: str | None, head: str | None, exc: StorageError
+) -> StorageError:
+    """A database behind this code's schema that cannot be written to bring it up."""
+    return StorageError(
+        f"{describe(engine)} has schema revision {current or 'none'} and this version needs "
+        f"{head}, but it cannot be upgraded: {exc}",
+        exc.kind,
+    )

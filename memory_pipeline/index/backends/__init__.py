@@ -57,7 +57,8 @@ def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
         from memory_pipeline.index.manager import IndexWriter
         from memory_pipeline.index.reader import IndexReader
 
-        settings.index_path.mkdir(parents=True, exist_ok=True)
+        if not store.read_only:
+            settings.index_path.mkdir(parents=True, exist_ok=True)
         writer = IndexWriter(
             store,
             settings.index_path,
