@@ -564,10 +564,12 @@ class MemorySystem:
         force: bool = False,
         now: dt.datetime | None = None,
         examples: int = 10,
+        grace_days: float | None = None,
     ) -> ForgettingReport:
         """Score every live chunk on the memory axis; archive the low ones unless dry run.
 
-        A threshold or fraction left unset is the configured one (``settings.forgetting``).
+        A threshold, fraction or grace left unset is the configured one
+        (``settings.forgetting``).
         """
         configured = self.settings.forgetting
         return run_forgetting_batch(
@@ -584,6 +586,7 @@ class MemorySystem:
             force=force,
             now=now,
             examples=examples,
+            grace_days=configured.grace_days if grace_days is None else grace_days,
         )
 
     def restore_archived(

@@ -240,7 +240,9 @@ def test_forgetting_and_restoring_stay_in_their_space(
     pair: tuple[MemorySystem, MemorySystem],
 ) -> None:
     a, b = pair
-    report = a.run_forgetting_batch(dry_run=False, score_threshold=1.0, max_fraction=1.0)
+    report = a.run_forgetting_batch(
+        dry_run=False, score_threshold=1.0, max_fraction=1.0, grace_days=0
+    )
     assert report.archived == 2 and b.counts()["chunks"] == 2 and a.counts()["chunks"] == 0
     assert report.run_id is not None
     with pytest.raises(NotFoundError):

@@ -43,6 +43,7 @@ class MemoryRow:
     access_count: int
     created_at: dt.datetime
     source_date: dt.date | None
+    last_accessed_at: dt.datetime | None
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,23 @@ class ForgettingQueries(StoreBase):
             Chunk.access_count,
             Chunk.created_at,
             Chunk.source_date,
+            Chunk.last_accessed_at,
         )
         if self.spaces.read is not None:
             stmt = stmt.where(Chunk.space == self.spaces.write)
         with self.conn() as c:
             for part in c.execute(stmt).partitions(10_000):
-                for cid, doc_id, index, kind, importance, accesses, created, day in part:
+                for cid, doc_id, index, kind, importance, accesses, created, day, seen in part:
                     yield MemoryRow(
-                        int(cid), doc_id, int(index), kind, importance, accesses or 0, created, day
+                        int(cid),
+                        doc_id,
+                        int(index),
+                        kind,
+                        importance,
+                        accesses or 0,
+                        created,
+                        day,
+                        seen,
                     )
 
     def start_forgetting_run(
