@@ -317,6 +317,17 @@ def test_restore_selector_errors(
         restore(system, **kwargs)
 
 
+def test_restoring_a_run_that_archived_nothing_says_so(system: MemorySystem) -> None:
+    ingest(system, CORPUS)
+    report = forget(system, MemoryParams(), dry_run=False, score_threshold=0.0)
+    assert report.run_id is not None and report.archived == 0
+    with pytest.raises(NotFoundError) as err:
+        restore(system, run_id=report.run_id)
+    assert str(err.value) == (
+        f"nothing to restore for run {report.run_id}: that run archived nothing"
+    )
+
+
 def test_restore_by_chunk_id_and_by_document(system: MemorySystem) -> None:
     docs = ingest(system, CORPUS)
     report = forget(system, max_fraction=0.5, dry_run=False)

@@ -117,11 +117,13 @@ def _selector(
 
 def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError:
     if run_id is not None:
-        status = store.forgetting_run_statuses().get(run_id)
-        if status is None:
+        run = store.forgetting_run(run_id)
+        if run is None:
             why = "there is no such forgetting run (run ids are printed by `forget --apply`)"
-        elif status == PENDING:
+        elif run.status == PENDING:
             why = "that run was interrupted before it removed anything: its chunks are still live"
+        elif run.n_archived == 0:
+            why = "that run archived nothing"
         else:
             why = "every chunk of that run is already restored"
     else:

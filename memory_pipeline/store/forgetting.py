@@ -47,6 +47,16 @@ class MemoryRow:
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """A real forgetting run as recorded: its state and what it archived."""
+
+    run_id: str
+    status: str
+    n_archived: int
+    params: str  # JSON, as the run wrote it
+
+
+@dataclass(frozen=True)
 class RestoredChunk:
     """One archived chunk to bring back: its rows as stored, and its archive key."""
 
@@ -144,6 +154,18 @@ class ForgettingQueries(StoreBase):
         with self.conn() as c:
             rows = c.execute(sa.select(ForgettingRun.run_id, ForgettingRun.status))
             return {str(r): str(s) for r, s in rows}
+
+    def forgetting_run(self, run_id: str) -> RunRecord | None:
+        with self.conn() as c:
+            row = c.execute(
+                sa.select(
+                    ForgettingRun.status, ForgettingRun.n_archived, ForgettingRun.params
+                ).where(ForgettingRun.run_id == run_id)
+            ).first()
+        if row is None:
+            return None
+        status, n_archived, params = row
+        return RunRecord(run_id, str(status), int(n_archived or 0), str(params or "{}"))
 
     def restored_archive_keys(self) -> set[str]:
         with self.conn() as c:
