@@ -107,6 +107,28 @@ async def test_every_tool_bound_to_a_sees_nothing_of_b(
 
 
 @pytest.mark.anyio
+async def test_a_run_of_b_is_no_such_run_to_a(
+    memory: tuple[MemorySystem, MemorySystem, str], tmp_path: Path
+) -> None:
+    a, b, secret = memory
+    archived = b.run_forgetting_batch(
+        dry_run=False, score_threshold=1.0, max_fraction=1.0, grace_days=0
+    )
+    empty = b.run_forgetting_batch(dry_run=False, score_threshold=0.0)
+    assert (archived.archived, empty.archived) == (1, 0)
+    seen = []
+    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path)) as client:
+        for run_id in (archived.run_id, empty.run_id, "20261202T000000Z-0123abcd"):
+            assert run_id is not None
+            result = await client.call_tool("restore_archived", {"run_id": run_id})
+            assert result.is_error, run_id
+            seen.append(error_text(result).replace(run_id, "<id>"))
+    assert seen[0] == seen[1] == seen[2] and "no such forgetting run" in seen[0]
+    assert b.restore_archived(run_id=archived.run_id).restored == 1
+    assert [c.doc_id for c in b.get_document_chunks(secret)] == [secret]
+
+
+@pytest.mark.anyio
 async def test_two_real_servers_share_one_memory_each_in_its_space(tmp_path: Path) -> None:
     """``python -m serving`` per project over one store: bound by variable or by flag."""
     from serving.harness import StoreLayout, stdio_params

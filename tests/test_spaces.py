@@ -245,7 +245,7 @@ def test_forgetting_and_restoring_stay_in_their_space(
     )
     assert report.archived == 2 and b.counts()["chunks"] == 2 and a.counts()["chunks"] == 0
     assert report.run_id is not None
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="there is no such forgetting run"):
         b.restore_archived(run_id=report.run_id)
     restored = a.restore_archived(run_id=report.run_id)
     assert restored.restored == 2

@@ -240,6 +240,8 @@ def run_forgetting_batch(
             force=force,
             dry_run=dry_run,
             now=now.isoformat(),
+            # The space the run acts in (None: every space); restore shows a run only there.
+            space=None if store.spaces.read is None else store.spaces.write,
         ),
         live_chunks=live,
         candidates=len(candidates),
