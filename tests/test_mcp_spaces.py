@@ -101,6 +101,8 @@ async def test_every_tool_bound_to_a_sees_nothing_of_b(
             await client.call_tool("ingest_text", {"text": B_TEXT, "title": "a-copy"})
         )
         assert copy["results"][0]["doc_id"] != secret
+        # … embedded, as far as A can tell: B's vector is reused without saying so.
+        assert (copy["results"][0]["embedded"], copy["results"][0]["reused_vectors"]) == (1, 0)
     assert _b_state(b, secret) == before
     assert b_chunk.id in {c.id for c in b.get_document_chunks(secret)}
     assert {c.doc_id for c in b.find_by_tag("team-b")} == {secret}

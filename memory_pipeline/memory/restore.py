@@ -170,7 +170,12 @@ def _not_found(
 def _vectors(
     store: Store, embedder: Embedder, records: list[dict[str, Any]]
 ) -> tuple[np.ndarray, int, int]:
-    """Archived vectors of the current model; known vectors by content; embed the rest."""
+    """Archived vectors of the current model; known vectors by content; embed the rest.
+
+    Returns (vectors, archived vectors reused, re-embedded). A vector known only from a
+    space the store may not read counts as re-embedded, so the counts never tell that
+    another space holds the text.
+    """
     vectors: list[np.ndarray | None] = [
         decode_vector(r["vector"])
         if r.get("vector") and r.get("model_id") == embedder.model_id
@@ -193,7 +198,9 @@ def _vectors(
         return np.zeros((0, embedder.dim), np.float32), 0, 0
     matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     store.check_model(embedder.model_id, int(matrix.shape[1]))
-    return matrix, reused, len(fresh)
+    told = store.readable_contents(known, embedder.model_id) if known else set()
+    from_known = [content_sha(indexed_text(records[i])) for i in sorted(set(todo) - set(fresh))]
+    return matrix, reused, len(fresh) + sum(sha not in told for sha in from_known)
 
 
 def restore_archived(
