@@ -30,7 +30,7 @@ from memory_pipeline.ingest.chunking import (
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, TurnIndexing
 from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
-from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.runtimes import AUTO, RUNTIMES
 from memory_pipeline.search.fusion import parse_fusion
@@ -225,6 +225,11 @@ class MemorySettings(_Section):
 
 class ForgettingSettings(_Section):
     score_threshold: Unit = _var("FORGET_SCORE_THRESHOLD", DEFAULT_SCORE_THRESHOLD)
+    # Days after ingest or the last access in which no chunk is forgotten for its age
+    # (memory_pipeline/memory/scoring.py); search ranking ignores it.
+    grace_days: Annotated[float, annotated_types.Ge(0.0)] = _var(
+        "FORGET_GRACE_DAYS", DEFAULT_GRACE_DAYS
+    )
     max_fraction: Unit = _var("FORGET_MAX_FRACTION", DEFAULT_MAX_FRACTION)
 
 

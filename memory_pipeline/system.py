@@ -425,7 +425,12 @@ class MemorySystem:
         self, chunks: Sequence[NewChunk], *, progress: bool
     ) -> tuple[np.ndarray, list[bool]]:
         """Vectors for ``chunks``, embedding only text this model has not embedded before
-        (each distinct text once); also, per chunk, whether its vector was reused."""
+        (each distinct text once); also, per chunk, whether to report its vector as reused.
+
+        A vector is reused from any space, but reported as reused only when a chunk the
+        caller may read holds the text: otherwise the counts would tell the caller that
+        another space stores it. Such a reuse reads as an embedding, as in an empty memory.
+        """
         if not chunks:
             return np.zeros((0, 0), dtype=np.float32), []
         shas = [content_sha(c.indexed_text) for c in chunks]
@@ -442,7 +447,8 @@ class MemorySystem:
         self.store.check_model(self.embedder.model_id, int(dim))
         by_sha = {**known, **dict(zip(todo, fresh, strict=True))}
         out = np.stack([np.asarray(by_sha[sha], dtype=np.float32) for sha in shas])
-        return out, [sha in known for sha in shas]
+        told = self.store.readable_contents(known, self.embedder.model_id) if known else set()
+        return out, [sha in told for sha in shas]
 
     # ------------------------------------------------------------------ search
     def memory_params(
@@ -610,10 +616,12 @@ class MemorySystem:
         force: bool = False,
         now: dt.datetime | None = None,
         examples: int = 10,
+        grace_days: float | None = None,
     ) -> ForgettingReport:
         """Score every live chunk on the memory axis; archive the low ones unless dry run.
 
-        A threshold or fraction left unset is the configured one (``settings.forgetting``).
+        A threshold, fraction or grace left unset is the configured one
+        (``settings.forgetting``).
         """
         configured = self.settings.forgetting
         return run_forgetting_batch(
@@ -630,6 +638,7 @@ class MemorySystem:
             force=force,
             now=now,
             examples=examples,
+            grace_days=configured.grace_days if grace_days is None else grace_days,
         )
 
     def restore_archived(

@@ -215,8 +215,8 @@ class WriteTools:
         score_threshold: Annotated[
             Weight | None,
             Field(
-                description="chunks whose memory value is below this are candidates "
-                "(default: server setting)"
+                description="chunks whose memory value is below this are candidates once "
+                "their grace period after ingest or last access is over (default: server setting)"
             ),
         ] = None,
         dry_run: Annotated[

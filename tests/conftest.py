@@ -132,6 +132,17 @@ def system(tmp_path: Path) -> Iterator[MemorySystem]:
 
 
 @pytest.fixture
+def system_without_grace(tmp_path: Path) -> Iterator[MemorySystem]:
+    """``system`` with no forgetting grace period: what was just stored can be forgotten."""
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    mem = MemorySystem(make_settings(tmp_path, grace_days=0), embedder=HashingEmbedder())
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
 def webhook() -> Iterator[Webhook]:
     """A real HTTP server on 127.0.0.1 that records every POST (an alert webhook)."""
     hook = Webhook(url="")

@@ -30,6 +30,7 @@ def main() -> None:
         dry_run=False,
         force=True,
         now=dt.datetime.fromisoformat(now),
+        grace_days=0,
     )
     print(f"done {report.run_id} {report.archived} {time.perf_counter() - started:.4f}", flush=True)
 

@@ -97,10 +97,14 @@ def _fill(memory: MemorySystem, *, extra: int = 0) -> dict[str, str]:
 
 def _forget_some(memory: MemorySystem, share: float) -> ForgettingReport:
     """Archive about ``share`` of the live chunks: those lowest on the memory axis."""
-    dry = memory.run_forgetting_batch(score_threshold=1.0, max_fraction=1.0, now=NOW, examples=500)
+    dry = memory.run_forgetting_batch(
+        score_threshold=1.0, max_fraction=1.0, now=NOW, examples=500, grace_days=0
+    )
     scores = sorted(c.score for c in dry.examples if c.score is not None)
     cut = scores[max(1, int(len(scores) * share)) - 1] + 1e-9
-    run = memory.run_forgetting_batch(dry_run=False, score_threshold=cut, max_fraction=1.0, now=NOW)
+    run = memory.run_forgetting_batch(
+        dry_run=False, score_threshold=cut, max_fraction=1.0, now=NOW, grace_days=0
+    )
     assert 0 < run.archived < run.live_chunks
     return run
 

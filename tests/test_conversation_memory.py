@@ -322,7 +322,7 @@ def test_archived_turns_come_back_with_their_context(tmp_path: Path, memory: Mem
     [result] = memory.ingest_loaded([first.to_loaded()], first.metadata())
     before = memory.store.document_chunks(result.doc_id)
     report = memory.run_forgetting_batch(
-        dry_run=False, score_threshold=1.0, max_fraction=1.0, force=True
+        dry_run=False, score_threshold=1.0, max_fraction=1.0, force=True, grace_days=0
     )
     assert report.archived == len(before)
     memory.restore_archived(run_id=report.run_id)

@@ -100,6 +100,8 @@ def archive_file(system: MemorySystem) -> Path:
 
 
 def forget(system: MemorySystem, params: MemoryParams = PARAMS, **kw: Any) -> ForgettingReport:
+    """No grace period unless asked: these chunks were ingested a moment ago."""
+    kw.setdefault("grace_days", 0)
     return run_forgetting_batch(
         system.store, system.writer, archive_file(system), system.embedder, params, **kw
     )
@@ -315,6 +317,17 @@ def test_restore_selector_errors(
         restore(system, **kwargs)
 
 
+def test_restoring_a_run_that_archived_nothing_says_so(system: MemorySystem) -> None:
+    ingest(system, CORPUS)
+    report = forget(system, MemoryParams(), dry_run=False, score_threshold=0.0)
+    assert report.run_id is not None and report.archived == 0
+    with pytest.raises(NotFoundError) as err:
+        restore(system, run_id=report.run_id)
+    assert str(err.value) == (
+        f"nothing to restore for run {report.run_id}: that run archived nothing"
+    )
+
+
 def test_restore_by_chunk_id_and_by_document(system: MemorySystem) -> None:
     docs = ingest(system, CORPUS)
     report = forget(system, max_fraction=0.5, dry_run=False)
@@ -456,12 +469,24 @@ def test_cli_forget_and_restore(
         return capsys.readouterr().out
 
     out = run("forget", "--importance-threshold", "0.1")
+    assert "1 of 8 live chunks" in out  # the old news is inside its grace period
+    out = run("forget", "--importance-threshold", "0.1", "--grace-days", "0")
     assert "DRY RUN" in out and "3 of 8 live chunks" in out and "importance_below" in out
     assert system.store.counts()["chunks"] == 8
     with pytest.raises(ForgettingRefusedError):
-        run("forget", "--apply", "--importance-threshold", "0.1")
+        run("forget", "--apply", "--importance-threshold", "0.1", "--grace-days", "0")
     data = json.loads(
-        run("forget", "--apply", "--importance-threshold", "0.1", "--max-fraction", "0.5", "--json")
+        run(
+            "forget",
+            "--apply",
+            "--importance-threshold",
+            "0.1",
+            "--max-fraction",
+            "0.5",
+            "--grace-days",
+            "0",
+            "--json",
+        )
     )
     assert data["archived"] == 3 and data["dry_run"] is False
     assert system.store.counts()["chunks"] == 5
@@ -498,3 +523,54 @@ def test_archive_and_restore_on_both_backends(db_url: str, tmp_path: Path) -> No
         assert archived_keys(system.store, archive_file(system)) == set()
     finally:
         system.close()
+
+
+# ---------------------------------------------------------------- grace period
+SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "memory_pipeline" / "sample_corpus"
+OLD_PAPER = (
+    "Dense retrievers trained with hard negatives close most of the gap to cross-encoders on "
+    "open-domain questions, while keeping query latency low enough to serve interactively."
+)
+
+
+def old_paper(system: MemorySystem, days_old: int = 667) -> list[int]:
+    """A paper written ``days_old`` days ago, ingested now; its chunk ids."""
+    day = (now_utc() - dt.timedelta(days=days_old)).date().isoformat()
+    meta = {"knowledge_type": "paper", "source_date": day}
+    doc_id = system.ingest_text(OLD_PAPER, "old paper", meta).doc_id
+    return [c.id for c in system.store.get_chunks(system.store.all_ids().tolist()).values()
+            if c.doc_id == doc_id]  # fmt: skip
+
+
+def test_fresh_material_is_no_candidate_until_the_grace_is_over(system: MemorySystem) -> None:
+    system.ingest(sorted(p for p in SAMPLE_CORPUS.glob("*.md") if p.name != "README.md"))
+    paper = old_paper(system)
+    live = len(system.store.all_ids())
+    report = system.run_forgetting_batch()  # the defaults, minutes after ingest
+    assert report.live_chunks == live and report.candidates == 0
+    grace = system.settings.forgetting.grace_days
+    later = now_utc() + dt.timedelta(days=grace + 1)
+    report = system.run_forgetting_batch(now=later, examples=live)
+    assert set(paper) <= {c.chunk_id for c in report.examples}
+    assert {c.reason for c in report.examples} == {CutReason.SCORE.value}
+
+
+def test_an_access_inside_the_grace_extends_it(system: MemorySystem) -> None:
+    paper = old_paper(system)
+    created = system.store.get_chunks(paper)[paper[0]].created_at
+    system.store.record_access(paper, when=created + dt.timedelta(days=20))
+    assert system.run_forgetting_batch(now=created + dt.timedelta(days=31)).candidates == 0
+    assert system.run_forgetting_batch(now=created + dt.timedelta(days=51)).candidates == len(paper)
+
+
+def test_grace_does_not_shield_an_importance_cut(system: MemorySystem) -> None:
+    system.ingest_text("Tabs or spaces: let the formatter decide.", "low", {"importance": 0.05})
+    report = system.run_forgetting_batch(importance_threshold=0.1)
+    assert [c.reason for c in report.examples] == [CutReason.IMPORTANCE.value]
+
+
+def test_grace_days_setting_and_override(system: MemorySystem) -> None:
+    paper = old_paper(system)
+    assert system.run_forgetting_batch(grace_days=0).candidates == len(paper)
+    settings = system.settings.replace(grace_days=0)
+    assert settings.forgetting.grace_days == 0

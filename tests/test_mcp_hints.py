@@ -89,7 +89,10 @@ def test_text_without_hints_is_left_alone() -> None:
     assert to_mcp(text).startswith("a note about --flags")
 
 
-async def test_hints_reaching_a_client_speak_mcp(system: MemorySystem, tmp_path: Path) -> None:
+async def test_hints_reaching_a_client_speak_mcp(
+    system_without_grace: MemorySystem, tmp_path: Path
+) -> None:
+    system = system_without_grace  # the old news is a candidate at once
     (tmp_path / "sub").mkdir()
     system.ingest_text("Old news.", "old", {"knowledge_type": "news", "source_date": "2001-01-01"})
     system.update_index()

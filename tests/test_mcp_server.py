@@ -60,7 +60,7 @@ def test_report_models_keep_every_key_the_library_reports(system: MemorySystem) 
         {"knowledge_type": "news", "source_date": "2001-01-01", "tags": ["t"]},
     )
     system.update_index()
-    forgotten = system.run_forgetting_batch(dry_run=False, max_fraction=1.0)
+    forgotten = system.run_forgetting_batch(dry_run=False, max_fraction=1.0, grace_days=0)
     restored = system.restore_archived(run_id=forgotten.run_id)
     reports: list[tuple[type[BaseModel], dict[str, Any]]] = [
         (schemas.ForgettingReportOut, forgotten.to_dict()),

@@ -101,9 +101,33 @@ async def test_every_tool_bound_to_a_sees_nothing_of_b(
             await client.call_tool("ingest_text", {"text": B_TEXT, "title": "a-copy"})
         )
         assert copy["results"][0]["doc_id"] != secret
+        # … embedded, as far as A can tell: B's vector is reused without saying so.
+        assert (copy["results"][0]["embedded"], copy["results"][0]["reused_vectors"]) == (1, 0)
     assert _b_state(b, secret) == before
     assert b_chunk.id in {c.id for c in b.get_document_chunks(secret)}
     assert {c.doc_id for c in b.find_by_tag("team-b")} == {secret}
+
+
+@pytest.mark.anyio
+async def test_a_run_of_b_is_no_such_run_to_a(
+    memory: tuple[MemorySystem, MemorySystem, str], tmp_path: Path
+) -> None:
+    a, b, secret = memory
+    archived = b.run_forgetting_batch(
+        dry_run=False, score_threshold=1.0, max_fraction=1.0, grace_days=0
+    )
+    empty = b.run_forgetting_batch(dry_run=False, score_threshold=0.0)
+    assert (archived.archived, empty.archived) == (1, 0)
+    seen = []
+    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path)) as client:
+        for run_id in (archived.run_id, empty.run_id, "20261202T000000Z-0123abcd"):
+            assert run_id is not None
+            result = await client.call_tool("restore_archived", {"run_id": run_id})
+            assert result.is_error, run_id
+            seen.append(error_text(result).replace(run_id, "<id>"))
+    assert seen[0] == seen[1] == seen[2] and "no such forgetting run" in seen[0]
+    assert b.restore_archived(run_id=archived.run_id).restored == 1
+    assert [c.doc_id for c in b.get_document_chunks(secret)] == [secret]
 
 
 @pytest.mark.anyio

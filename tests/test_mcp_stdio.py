@@ -404,7 +404,8 @@ async def test_index_health_and_system_stats(layout: StoreLayout) -> None:
 
 # --------------------------------------------------------------------- forgetting
 async def test_forgetting_and_restore(layout: StoreLayout) -> None:
-    async with serve(layout) as client:
+    # No grace period: the old news is a candidate the moment it arrives.
+    async with serve(layout, HYBRID_RAG_FORGET_GRACE_DAYS="0") as client:
         old = (
             await call(
                 client,

@@ -40,11 +40,12 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def client(system: MemorySystem, tmp_path: Path) -> AsyncIterator[Client]:
+async def client(system_without_grace: MemorySystem, tmp_path: Path) -> AsyncIterator[Client]:
+    # No grace period, so the forgetting run below archives the old news it just stored.
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "fusion.md").write_text(NOTE)
-    async with Client(build_server(system, roots=[docs], cwd=docs)) as c:
+    async with Client(build_server(system_without_grace, roots=[docs], cwd=docs)) as c:
         yield c
 
 

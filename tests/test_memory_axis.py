@@ -14,6 +14,7 @@ from memory_pipeline.memory.scoring import (
     MemoryFields,
     MemoryParams,
     decay_factor,
+    forgetting_verdict,
     memory_score,
 )
 from memory_pipeline.system import MemorySystem
@@ -198,3 +199,46 @@ def test_guaranteed_principle_joins_the_pool_within_filters(tmp_path: Path) -> N
     assert res.stats.guaranteed_added >= 1
     assert next(h for h in res.hits if h.doc_id == rule.doc_id).stage_scores["guaranteed"] == 1
     memory.close()
+
+
+# ----------------------------------------------------------- forgetting verdict
+GRACE_CASES: list[tuple[str, float, float | None, float, CutReason | None]] = [
+    # (case, days since created, days since last access, grace days, reason)
+    ("ingested minutes ago", 0.01, None, 30, None),
+    ("ingested inside the grace", 29, None, 30, None),
+    ("ingested before the grace", 31, None, 30, CutReason.SCORE),
+    ("accessed inside the grace", 400, 10, 30, None),
+    ("accessed before the grace", 400, 31, 30, CutReason.SCORE),
+    ("no grace", 0.01, None, 0, CutReason.SCORE),
+    ("no grace, created after now", -1, None, 0, CutReason.SCORE),
+    ("created after now counts as fresh", -1, None, 30, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "created", "accessed", "grace", "reason"), GRACE_CASES, ids=[c[0] for c in GRACE_CASES]
+)
+def test_forgetting_verdict_grace(
+    case: str, created: float, accessed: float | None, grace: float, reason: CutReason | None
+) -> None:
+    """A paper written 667 days ago: its decay alone makes it a candidate, unless in grace."""
+    f = MemoryFields(
+        "paper",
+        None,
+        0,
+        NOW - dt.timedelta(days=created),
+        (NOW - dt.timedelta(days=667)).date(),
+        None if accessed is None else NOW - dt.timedelta(days=accessed),
+    )
+    params = MemoryParams()
+    verdict = forgetting_verdict(f, params, NOW, score_threshold=0.05, grace_days=grace)
+    assert verdict.reason == reason
+    assert verdict.memory == memory_score(f, params, NOW)  # the grace never changes a score
+
+
+def test_forgetting_verdict_importance_cut_ignores_grace() -> None:
+    f = MemoryFields("principle", 0.05, 0, NOW, None)
+    verdict = forgetting_verdict(
+        f, MemoryParams(importance_threshold=0.1), NOW, score_threshold=0.05, grace_days=30
+    )
+    assert verdict.reason == CutReason.IMPORTANCE

@@ -185,6 +185,7 @@ def test_the_forgetting_defaults_are_the_configured_ones(tmp_path) -> None:  # t
         archive_path=tmp_path / "a",
         score_threshold=1.0,
         max_fraction=1.0,
+        grace_days=0,
     )
     system = MemorySystem(settings, embedder=HashingEmbedder())
     try:
@@ -192,5 +193,6 @@ def test_the_forgetting_defaults_are_the_configured_ones(tmp_path) -> None:  # t
         report = system.run_forgetting_batch(dry_run=True)
         # A threshold of 1.0 makes every chunk a candidate; the default 0.05 would not.
         assert report.candidates == report.live_chunks == 1
+        assert report.params["grace_days"] == 0  # the default 30 would shield the new note
     finally:
         system.close()

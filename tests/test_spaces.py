@@ -7,9 +7,11 @@ delete, and its ids behave like ids that were never stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
@@ -92,18 +94,34 @@ def test_counts_are_per_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
     assert stats.documents == 2 and dict(stats.top_tags) == {"team-a": 2}
 
 
+class CountingEmbedder(HashingEmbedder):
+    """The test embedder, counting the passages it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passages = 0
+
+    def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        self.passages += len(texts)
+        return super().embed_documents(texts, progress=progress)
+
+
 def test_the_same_file_is_stored_per_space_and_embedded_once(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     note = tmp_path / "shared-note.md"
     note.write_text("# Shared\n\nA principle both projects keep.\n\n" + "More text. " * 80)
-    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
-    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    embedder = CountingEmbedder()
+    a = MemorySystem(settings, embedder=embedder, spaces=Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=embedder, spaces=Spaces.bound("project-b"))
     try:
         [first] = a.ingest([note])
+        embedded = embedder.passages
         [second] = b.ingest([note])
         assert first.doc_id != second.doc_id
-        assert first.embedded == first.chunks > 1
-        assert second.embedded == 0 and second.reused_vectors == second.chunks
+        assert first.embedded == first.chunks > 1 and embedded > 1
+        assert embedder.passages == embedded  # B reused A's vectors …
+        # … and reports it as an empty memory would: B cannot tell that A holds the file.
+        assert (second.embedded, second.reused_vectors) == (first.embedded, 0)
         a.delete_document(first.doc_id)
         assert len(b.get_document_chunks(second.doc_id)) == second.chunks
     finally:
@@ -240,15 +258,73 @@ def test_forgetting_and_restoring_stay_in_their_space(
     pair: tuple[MemorySystem, MemorySystem],
 ) -> None:
     a, b = pair
-    report = a.run_forgetting_batch(dry_run=False, score_threshold=1.0, max_fraction=1.0)
+    report = a.run_forgetting_batch(
+        dry_run=False, score_threshold=1.0, max_fraction=1.0, grace_days=0
+    )
     assert report.archived == 2 and b.counts()["chunks"] == 2 and a.counts()["chunks"] == 0
     assert report.run_id is not None
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="there is no such forgetting run"):
         b.restore_archived(run_id=report.run_id)
     restored = a.restore_archived(run_id=report.run_id)
     assert restored.restored == 2
     assert a.counts()["chunks"] == 2 and b.counts()["chunks"] == 2
     assert {h.title for h in a.query("lanterns ledger", top_k=10).hits} <= set(A_NOTES)
+
+
+def test_reusing_a_vector_of_an_unreadable_space_reads_as_embedding(
+    tmp_path: Path, db_url: str
+) -> None:
+    """What ingest reports about a text must not tell whether another space holds it."""
+    text = B_NOTES["b-secret"] + "\n\n" + B_NOTES["b-plan"]
+
+    def counts(system: MemorySystem) -> tuple[str, int, int, int]:
+        r = system.ingest_text(text, "note", update_index=False)
+        return r.status, r.chunks, r.embedded, r.reused_vectors
+
+    empty = MemorySystem(make_settings(tmp_path / "empty"), embedder=HashingEmbedder())
+    alone = counts(empty)
+    empty.close()
+    settings = make_settings(tmp_path, database_url=db_url)
+    memory = {
+        name: MemorySystem(settings, embedder=HashingEmbedder(), spaces=spaces)
+        for name, spaces in {
+            "a": Spaces.bound("project-a"),
+            "b": Spaces.bound("project-b"),
+            "reader": Spaces.bound("project-c", also_read=["project-b"]),
+        }.items()
+    }
+    try:
+        assert counts(memory["b"]) == alone and alone[3] == 0
+        assert counts(memory["a"]) == alone  # B's copy is reused, not reported
+        _, chunks, _, _ = alone
+        # A space that reads B may be told: it could find the text itself.
+        assert counts(memory["reader"]) == ("ingested", chunks, 0, chunks)
+    finally:
+        for system in memory.values():
+            system.close()
+
+
+def test_restore_does_not_tell_which_texts_another_space_holds(tmp_path: Path) -> None:
+    """A restored chunk whose archived vector is of an older model takes a vector of the
+    same text from another space, and counts it as re-embedded, as if B held nothing."""
+    settings = make_settings(tmp_path)
+    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    try:
+        text = B_NOTES["b-plan"]
+        a.ingest_text(text, "plan")
+        run = a.run_forgetting_batch(
+            dry_run=False, score_threshold=1.0, max_fraction=1.0, grace_days=0
+        )
+        path = a.archive_file
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**r, "model_id": "older"}) + "\n" for r in lines))
+        b.ingest_text(text, "plan")
+        back = a.restore_archived(run_id=run.run_id)
+        assert (back.restored, back.reused_vectors, back.reembedded) == (1, 0, 1)
+    finally:
+        a.close()
+        b.close()
 
 
 def test_the_cli_acts_in_its_space_and_all_spaces_only_when_asked(

@@ -15,6 +15,7 @@ from memory_pipeline.memory.forgetting import (
     ForgettingReport,
     RestoreReport,
 )
+from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS
 
 if TYPE_CHECKING:
     from memory_pipeline.system import MemorySystem
@@ -37,6 +38,7 @@ class _Forgetting(Protocol):
         dry_run: bool = ...,
         max_fraction: float = ...,
         force: bool = ...,
+        grace_days: float | None = ...,
     ) -> ForgettingReport: ...
 
     def restore_archived(
@@ -74,6 +76,7 @@ def register(
             dry_run=not args.apply,
             max_fraction=args.max_fraction,
             force=args.force,
+            grace_days=args.grace_days,
         )
         _print(report, args.json)
         return 0
@@ -90,7 +93,8 @@ def register(
         parents=parents,
         help="archive chunks that scored low on the memory axis (dry run by default)",
         description="Score every live chunk with the memory formula (relevance 0); chunks cut "
-        "by importance or scoring below --score-threshold are candidates. Without --apply "
+        "by importance or scoring below --score-threshold after their grace period (--grace-days) "
+        "are candidates. Without --apply "
         "nothing changes; with it they go to the archive and can be brought back with restore.",
     )
     mode = p.add_mutually_exclusive_group()
@@ -122,6 +126,12 @@ def register(
         type=float,
         help="refuse to archive more than this share of live chunks in one run (default: "
         f"{variable('max_fraction')}, {DEFAULT_MAX_FRACTION} unless set)",
+    )
+    p.add_argument(
+        "--grace-days",
+        type=float,
+        help="days after ingest or the last access in which no chunk is forgotten for its "
+        f"score (default: {variable('grace_days')}, {DEFAULT_GRACE_DAYS:g} unless set)",
     )
     p.add_argument("--force", action="store_true", help="archive even above --max-fraction")
     add_all_spaces(p, "score (and with --apply, archive) the chunks of")

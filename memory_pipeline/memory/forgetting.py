@@ -2,7 +2,8 @@
 
 Candidates are chunks cut by importance or whose memory value (``memory_score``
 with relevance 0 — the very function the search rerank uses) is below
-``score_threshold``. A dry run (the default) only reports. A real run keeps every
+``score_threshold`` after their grace period; ``scoring.forgetting_verdict`` decides
+both. A dry run (the default) only reports. A real run keeps every
 chunk live XOR archived at every instant (see ``archive``):
 
 1. commit the run row as ``"pending"``;
@@ -32,7 +33,12 @@ from memory_pipeline.memory.archive import (
     iter_archive,
 )
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
-from memory_pipeline.memory.scoring import CutReason, MemoryFields, MemoryParams, memory_score
+from memory_pipeline.memory.scoring import (
+    DEFAULT_GRACE_DAYS,
+    MemoryFields,
+    MemoryParams,
+    forgetting_verdict,
+)
 from memory_pipeline.store import Store, now_utc
 
 if TYPE_CHECKING:
@@ -104,7 +110,8 @@ class ForgettingReport:
             f"forgetting batch ({mode})",
             f"  params: time_weight {p['time_weight']}, freq_weight {p['freq_weight']}, "
             f"importance_threshold {p['importance_threshold']}, score_threshold "
-            f"{p['score_threshold']}, max_fraction {p['max_fraction']}, now {p['now']}",
+            f"{p['score_threshold']}, grace_days {p['grace_days']}, max_fraction "
+            f"{p['max_fraction']}, now {p['now']}",
             f"  {self.candidates} of {self.live_chunks} live chunks are candidates ({share:.1%}; "
             f"limit {self.limit} without force)",
         ]
@@ -137,16 +144,26 @@ class ForgettingReport:
         return "\n".join(lines)
 
 
-def _check(score_threshold: float, max_fraction: float, examples: int) -> None:
+def _check(score_threshold: float, max_fraction: float, grace_days: float, examples: int) -> None:
     for name, value in (("score_threshold", score_threshold), ("max_fraction", max_fraction)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
+    if (
+        isinstance(grace_days, bool)
+        or not isinstance(grace_days, int | float)
+        or not 0 <= grace_days < math.inf
+    ):
+        raise InvalidInputError(f"grace_days must be a number of days ≥ 0, got {grace_days!r}")
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInputError(f"examples must be an integer ≥ 0, got {examples!r}")
 
 
 def score_candidates(
-    store: Store, params: MemoryParams, score_threshold: float, now: dt.datetime
+    store: Store,
+    params: MemoryParams,
+    score_threshold: float,
+    now: dt.datetime,
+    grace_days: float = DEFAULT_GRACE_DAYS,
 ) -> tuple[int, list[Candidate]]:
     """One pass over every live chunk's memory columns: (live chunks, candidates)."""
     live = 0
@@ -154,14 +171,17 @@ def score_candidates(
     for row in store.iter_memory_rows():
         live += 1
         fields = MemoryFields(
-            row.knowledge_type, row.importance, row.access_count, row.created_at, row.source_date
+            row.knowledge_type,
+            row.importance,
+            row.access_count,
+            row.created_at,
+            row.source_date,
+            row.last_accessed_at,
         )
-        ms = memory_score(fields, params, now)
-        if ms.cut is not None:
-            reason = ms.cut.value
-        elif ms.score is not None and ms.score < score_threshold:
-            reason = CutReason.SCORE.value
-        else:
+        verdict = forgetting_verdict(
+            fields, params, now, score_threshold=score_threshold, grace_days=grace_days
+        )
+        if verdict.reason is None:
             continue
         out.append(
             Candidate(
@@ -169,9 +189,9 @@ def score_candidates(
                 row.doc_id,
                 row.chunk_index,
                 row.knowledge_type,
-                ms.score,
-                reason,
-                ms.age_days,
+                verdict.memory.score,
+                verdict.reason.value,
+                verdict.memory.age_days,
             )
         )
     return live, out
@@ -193,14 +213,15 @@ def run_forgetting_batch(
     force: bool = False,
     now: dt.datetime | None = None,
     examples: int = 10,
+    grace_days: float = DEFAULT_GRACE_DAYS,
 ) -> ForgettingReport:
     """Score every live chunk; a real run archives the candidates and removes them."""
-    _check(score_threshold, max_fraction, examples)
+    _check(score_threshold, max_fraction, grace_days, examples)
     started = time.perf_counter()
     now = now or now_utc()
     if now.tzinfo is None:
         now = now.replace(tzinfo=dt.UTC)
-    live, candidates = score_candidates(store, params, score_threshold, now)
+    live, candidates = score_candidates(store, params, score_threshold, now, grace_days)
     scored_s = time.perf_counter() - started
     limit = math.floor(max_fraction * live)
     by_type: dict[str, Counter[str]] = {}
@@ -214,10 +235,13 @@ def run_forgetting_batch(
         params=_params(
             params,
             score_threshold=score_threshold,
+            grace_days=grace_days,
             max_fraction=max_fraction,
             force=force,
             dry_run=dry_run,
             now=now.isoformat(),
+            # The space the run acts in (None: every space); restore shows a run only there.
+            space=None if store.spaces.read is None else store.spaces.write,
         ),
         live_chunks=live,
         candidates=len(candidates),

@@ -9,6 +9,7 @@ archive line stop counting as archived.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -26,16 +27,19 @@ from memory_pipeline.memory.archive import (
     decode_vector,
     document_row,
     indexed_text,
+    iter_archive,
     record_space,
 )
+from memory_pipeline.spaces import DEFAULT_SPACE
 from memory_pipeline.store import Store, content_sha, now_utc
-from memory_pipeline.store.forgetting import RestoredChunk
+from memory_pipeline.store.forgetting import RestoredChunk, RunRecord
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
     from memory_pipeline.index.protocols import IndexUpdater
 
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
+_UNRECORDED = object()  # a run's params without "space": written before runs named it
 
 
 @dataclass(frozen=True)
@@ -115,13 +119,47 @@ def _selector(
     return f"chunk ids {sorted(wanted)}", lambda r: int(r["chunk_id"]) in wanted, sorted(wanted)
 
 
-def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError:
+def _run_spaces(run: RunRecord, archive_path: Path) -> set[str]:
+    """The spaces a run acted in: the one it recorded, else those of the chunks it archived
+    (a run of every space, or one recorded before runs named their space)."""
+    try:
+        params = json.loads(run.params)
+    except json.JSONDecodeError:
+        params = {}
+    recorded = params.get("space", _UNRECORDED) if isinstance(params, dict) else _UNRECORDED
+    if isinstance(recorded, str):
+        return {recorded}
+    archived = {
+        record_space(r)
+        for _, r, _ in iter_archive(archive_path)
+        if r is not None and r.get("run_id") == run.run_id
+    }
+    # Before runs named their space, one that archived nothing can only be placed by default.
+    return archived or ({DEFAULT_SPACE} if recorded is _UNRECORDED else set())
+
+
+def _visible_run(store: Store, run_id: str, archive_path: Path) -> RunRecord | None:
+    """A forgetting run this store may restore from; a run of a space it may not write is,
+    to it, no run at all (it must not learn that another space ran one)."""
+    run = store.forgetting_run(run_id)
+    if run is None or store.spaces.read is None:
+        return run
+    if any(store.spaces.may_write(s) for s in _run_spaces(run, archive_path)):
+        return run
+    return None
+
+
+def _not_found(
+    store: Store, selector: str, run_id: str | None, archive_path: Path
+) -> NotFoundError:
     if run_id is not None:
-        status = store.forgetting_run_statuses().get(run_id)
-        if status is None:
+        run = _visible_run(store, run_id, archive_path)
+        if run is None:
             why = "there is no such forgetting run (run ids are printed by `forget --apply`)"
-        elif status == PENDING:
+        elif run.status == PENDING:
             why = "that run was interrupted before it removed anything: its chunks are still live"
+        elif run.n_archived == 0:
+            why = "that run archived nothing"
         else:
             why = "every chunk of that run is already restored"
     else:
@@ -132,7 +170,12 @@ def _not_found(store: Store, selector: str, run_id: str | None) -> NotFoundError
 def _vectors(
     store: Store, embedder: Embedder, records: list[dict[str, Any]]
 ) -> tuple[np.ndarray, int, int]:
-    """Archived vectors of the current model; known vectors by content; embed the rest."""
+    """Archived vectors of the current model; known vectors by content; embed the rest.
+
+    Returns (vectors, archived vectors reused, re-embedded). A vector known only from a
+    space the store may not read counts as re-embedded, so the counts never tell that
+    another space holds the text.
+    """
     vectors: list[np.ndarray | None] = [
         decode_vector(r["vector"])
         if r.get("vector") and r.get("model_id") == embedder.model_id
@@ -155,7 +198,9 @@ def _vectors(
         return np.zeros((0, embedder.dim), np.float32), 0, 0
     matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     store.check_model(embedder.model_id, int(matrix.shape[1]))
-    return matrix, reused, len(fresh)
+    told = store.readable_contents(known, embedder.model_id) if known else set()
+    from_known = [content_sha(indexed_text(records[i])) for i in sorted(set(todo) - set(fresh))]
+    return matrix, reused, len(fresh) + sum(sha not in told for sha in from_known)
 
 
 def restore_archived(
@@ -181,7 +226,7 @@ def restore_archived(
                 superseded.append(chosen[position])
             chosen[position] = record
     if not chosen:
-        raise _not_found(store, selector, run_id)
+        raise _not_found(store, selector, run_id, archive_path)
     report = RestoreReport(selector, len(chosen) + len(superseded), 0, 0, 0, 0)
     seen_ids = {int(r["chunk_id"]) for r in [*chosen.values(), *superseded]}
     report.not_archived = [i for i in asked if i not in seen_ids]

@@ -18,6 +18,15 @@ Every term is non-negative and monotone: a fresher chunk or one accessed more
 never scores lower. With ``r̂ = 0`` the score is the chunk's *memory value*
 ``time_weight · decay + freq_weight · boost``, which the forgetting batch
 compares with ``score_threshold``.
+
+**Forgetting candidates** (``forgetting_verdict``, the batch's only rule): a chunk cut
+by importance, or one whose memory value is below ``score_threshold`` once its
+*grace period* is over. The grace runs ``grace_days`` from ``created_at`` (ingest) or
+``last_accessed_at``, whichever is later: decay runs from ``source_date``, so without
+it a paper written two years ago would be a candidate minutes after it arrived,
+before anyone had a chance to use it. The grace only exempts from forgetting; it
+never changes a score, so search still ranks by the decay. It does not shield an
+importance cut either: importance is a deliberate judgement, not an age.
 """
 
 from __future__ import annotations
@@ -41,6 +50,10 @@ DEFAULT_HALF_LIVES: Mapping[str, float | None] = {
 class CutReason(StrEnum):
     IMPORTANCE = "importance_below_threshold"
     SCORE = "score_below_threshold"
+
+
+#: Days after ingest or the last access in which decay alone never makes a candidate.
+DEFAULT_GRACE_DAYS = 30.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class MemoryFields:
     access_count: int
     created_at: dt.datetime
     source_date: dt.date | None
+    last_accessed_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,39 @@ def memory_score(
     rel_weight = 1.0 - params.time_weight - params.freq_weight
     score = rel_weight * relevance + params.time_weight * decay + params.freq_weight * boost
     return MemoryScore(score, relevance, decay, boost, age)
+
+
+@dataclass(frozen=True)
+class ForgettingVerdict:
+    memory: MemoryScore  # as ``memory_score`` gives it with relevance 0
+    reason: CutReason | None  # None: not a forgetting candidate
+    in_grace: bool
+
+
+def grace_start(fields: MemoryFields) -> dt.datetime:
+    """When a chunk's grace period starts: ingest or its last access, whichever is later."""
+    if fields.last_accessed_at is None:
+        return fields.created_at
+    return max(fields.created_at, fields.last_accessed_at)
+
+
+def forgetting_verdict(
+    fields: MemoryFields,
+    params: MemoryParams,
+    now: dt.datetime,
+    *,
+    score_threshold: float,
+    grace_days: float,
+) -> ForgettingVerdict:
+    """Whether the forgetting batch takes a chunk, and why (see the module docstring)."""
+    ms = memory_score(fields, params, now)
+    # A start after ``now`` (clock skew, an injected past) counts as fresh; 0 days: no grace.
+    in_grace = grace_days > 0 and now - grace_start(fields) < dt.timedelta(days=grace_days)
+    if ms.cut is not None:
+        return ForgettingVerdict(ms, ms.cut, in_grace)
+    if not in_grace and ms.score is not None and ms.score < score_threshold:
+        return ForgettingVerdict(ms, CutReason.SCORE, in_grace)
+    return ForgettingVerdict(ms, None, in_grace)
 
 
 def normalise_relevance(scores: Sequence[float]) -> list[float]:

@@ -364,4 +364,5 @@ def memory_fields(record: ChunkRecord) -> MemoryFields:
         access_count=record.access_count,
         created_at=record.created_at,
         source_date=record.source_date,
+        last_accessed_at=record.last_accessed_at,
     )

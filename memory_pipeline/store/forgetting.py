@@ -43,6 +43,17 @@ class MemoryRow:
     access_count: int
     created_at: dt.datetime
     source_date: dt.date | None
+    last_accessed_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A real forgetting run as recorded: its state and what it archived."""
+
+    run_id: str
+    status: str
+    n_archived: int
+    params: str  # JSON, as the run wrote it
 
 
 @dataclass(frozen=True)
@@ -81,14 +92,23 @@ class ForgettingQueries(StoreBase):
             Chunk.access_count,
             Chunk.created_at,
             Chunk.source_date,
+            Chunk.last_accessed_at,
         )
         if self.spaces.read is not None:
             stmt = stmt.where(Chunk.space == self.spaces.write)
         with self.conn() as c:
             for part in c.execute(stmt).partitions(10_000):
-                for cid, doc_id, index, kind, importance, accesses, created, day in part:
+                for cid, doc_id, index, kind, importance, accesses, created, day, seen in part:
                     yield MemoryRow(
-                        int(cid), doc_id, int(index), kind, importance, accesses or 0, created, day
+                        int(cid),
+                        doc_id,
+                        int(index),
+                        kind,
+                        importance,
+                        accesses or 0,
+                        created,
+                        day,
+                        seen,
                     )
 
     def start_forgetting_run(
@@ -134,6 +154,18 @@ class ForgettingQueries(StoreBase):
         with self.conn() as c:
             rows = c.execute(sa.select(ForgettingRun.run_id, ForgettingRun.status))
             return {str(r): str(s) for r, s in rows}
+
+    def forgetting_run(self, run_id: str) -> RunRecord | None:
+        with self.conn() as c:
+            row = c.execute(
+                sa.select(
+                    ForgettingRun.status, ForgettingRun.n_archived, ForgettingRun.params
+                ).where(ForgettingRun.run_id == run_id)
+            ).first()
+        if row is None:
+            return None
+        status, n_archived, params = row
+        return RunRecord(run_id, str(status), int(n_archived or 0), str(params or "{}"))
 
     def restored_archive_keys(self) -> set[str]:
         with self.conn() as c:

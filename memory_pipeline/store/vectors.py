@@ -75,6 +75,30 @@ class VectorQueries(StoreBase):
                     out.setdefault(sha, np.frombuffer(blob, dtype=np.float32))
         return out
 
+    def readable_contents(self, shas: Iterable[str], model_id: str) -> set[str]:
+        """Which of these texts a chunk this store reads holds a vector for, under this model.
+
+        ``vectors_by_content`` looks in every space (a vector is a function of the text);
+        this tells which of those a caller may be told about.
+        """
+        wanted = list(set(shas))
+        out: set[str] = set()
+        with self.read() as s:
+            for batch in batched(wanted):
+                out.update(
+                    s.execute(
+                        sa.select(Chunk.content_sha)
+                        .join(Embedding, Embedding.chunk_id == Chunk.id)
+                        .where(
+                            Embedding.model_id == model_id,
+                            Chunk.content_sha.in_(batch),
+                            self.readable(Chunk.space),
+                        )
+                        .distinct()
+                    ).scalars()
+                )
+        return out
+
     def embedding_models(self) -> dict[str, tuple[int, int]]:
         """model id -> (dimension, vector count) for every model with stored vectors."""
         with self.read() as s:

@@ -99,7 +99,13 @@ def _golden_cost(
     threshold = config.score_threshold
     if threshold is None:
         threshold = system.settings.forgetting.score_threshold
-    _live, candidates = score_candidates(system.store, params, threshold, dt.datetime.now(dt.UTC))
+    _live, candidates = score_candidates(
+        system.store,
+        params,
+        threshold,
+        dt.datetime.now(dt.UTC),
+        system.settings.forgetting.grace_days,
+    )
     cost = forgetting_cost(system, golden, [c.chunk_id for c in candidates])
     before = cost.with_candidates.variant().summary
     after = cost.without_candidates.variant().summary
