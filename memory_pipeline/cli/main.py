@@ -26,6 +26,10 @@ from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import SearchFilters
 
+#: The exit code when stdout's reader left before all was written (``| head``): 128 + SIGPIPE,
+#: what a shell reports for a command that SIGPIPE ended.
+READER_GONE = 141
+
 SAMPLE_QUERIES = (
     "Why should old news fade from memory while principles stay?",
     "チャンクサイズの実験で何が分かった？",
@@ -304,6 +308,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. A reader that leaves early (``| head``) ends it quietly
+    with ``READER_GONE``, as SIGPIPE ends other commands of a pipeline."""
+    try:
+        code = _run(argv)  # argparse's own messages (--help) ignore a closed pipe
+        sys.stdout.flush()  # here, not at exit: a closed pipe then still ends quietly
+    except BrokenPipeError:
+        # Whatever is still buffered can go nowhere; point fd 1 at /dev/null so the
+        # interpreter's last flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return READER_GONE
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     # Idle OpenMP threads spinning after a torch call starve FAISS and SQLite on
     # small machines; set before any native library starts its thread pool.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
