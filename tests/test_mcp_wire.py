@@ -83,6 +83,15 @@ async def test_every_type_is_one_type(client: Client) -> None:
             assert not lists, f"{tool.name}: type {lists}"
 
 
+async def test_no_switch_asks_for_its_own_default(client: Client) -> None:
+    """A boolean's description never says to pass the value it already defaults to."""
+    for tool in (await client.list_tools()).tools:
+        for name, prop in tool.input_schema["properties"].items():
+            if prop.get("type") == "boolean" and "default" in prop:
+                own = f"pass {json.dumps(prop['default'])}"
+                assert own not in prop.get("description", ""), f"{tool.name}.{name}"
+
+
 def keywords(schema: Any, word: str, in_names: bool = False) -> Any:
     """Every use of a JSON-schema keyword (not a property that happens to carry its name)."""
     if isinstance(schema, dict):
