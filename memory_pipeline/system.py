@@ -128,16 +128,18 @@ class MemorySystem:
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         spaces: Spaces | None = None,
+        progress: bool = True,
     ) -> None:
         """``spaces`` binds the memory to the space it writes and those it reads (default:
-        what the settings say); the store applies it to every query."""
+        what the settings say); the store applies it to every query. ``progress``: show
+        the bar of a model prepared on first use (the default model unpacked, exported)."""
         self.settings = settings
         self.spaces = spaces or settings.spaces()
         if settings.index.backend == "local":  # its folder first (often beside the database)
             settings.index_path.mkdir(parents=True, exist_ok=True)
         self.store = Store(settings.url, spaces=self.spaces)
         self.embedder: Embedder = embedder or embedder_for(
-            settings, lambda: [m for m in [self.store.some_model_id()] if m]
+            settings, lambda: [m for m in [self.store.some_model_id()] if m], progress=progress
         )
         if reranker is not None:
             self.reranker: Reranker | None = reranker

@@ -26,6 +26,7 @@ from memory_pipeline.cli import main
 from memory_pipeline.cli.main import READER_GONE, build_parser
 from memory_pipeline.evaluation.results import EvalRun
 from memory_pipeline.system import doc_id_for
+from tests.conftest import CONSOLE_SCRIPT
 
 DOCS = {
     "fusion.md": "---\nknowledge_type: principle\nimportance: 0.9\n---\n\n# Fusion\n\n"
@@ -385,10 +386,6 @@ def test_command_refuses_a_bad_argument(
     assert code == 2
     assert case.bad_message in err
     assert out == ""
-
-
-#: What the ``memory-pipeline`` console script runs.
-CONSOLE_SCRIPT = "import sys; from memory_pipeline.cli import main; sys.exit(main())"
 
 
 def run_with_reader_gone(argv: list[str]) -> tuple[int, str]:

@@ -55,7 +55,8 @@ def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     settings = _settings(args)
     everything = Spaces.everything() if getattr(args, "all_spaces", False) else None
-    return MemorySystem(settings, spaces=everything)
+    progress = not getattr(args, "no_progress", False)
+    return MemorySystem(settings, spaces=everything, progress=progress)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
