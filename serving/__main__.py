@@ -128,11 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         flags = {
-            "model": args.model,
-            "space": args.space,
-            "read_spaces": tuple(args.read_space) if args.read_space else None,
+            "model": ("--model", args.model or None),
+            "space": ("--space", args.space or None),
+            "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
-        settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v})
+        settings = Settings.from_env().with_flags(flags)
     except MemoryError_ as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2

@@ -38,16 +38,16 @@ SAMPLE_QUERIES = (
 
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {
-        "db_path": Path(args.db) if args.db else None,
-        "index_path": Path(args.index) if args.index else None,
-        "database_url": args.database_url,
-        "backend": args.backend,
-        "model": args.model,
-        "space": args.space,
-        "read_spaces": tuple(args.read_space) if args.read_space else None,
+        "db_path": ("--db", Path(args.db) if args.db else None),
+        "index_path": ("--index", Path(args.index) if args.index else None),
+        "database_url": ("--database-url", args.database_url),
+        "backend": ("--backend", args.backend),
+        "model": ("--model", args.model),
+        "space": ("--space", args.space),
+        "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
     }
     # Only what the caller set on the command line; the rest is the environment's.
-    return Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
+    return Settings.from_env().with_flags(flags)
 
 
 def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
