@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
-from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.errors import InvalidInputError, SettingError
 from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
 from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, DENSE_INDEXES
 from memory_pipeline.ingest.chunking import (
@@ -343,6 +343,20 @@ class Settings(BaseSettings):
                 data[where][key] = value
         return type(self)(**data)
 
+    def with_flags(self, flags: Mapping[str, tuple[str, Any]]) -> Settings:
+        """``replace`` with command-line values, ``{field: (flag, value)}`` (None: not given).
+
+        A refused value is named by its flag (``--space: space name …``), not by the
+        variable it overrides; one the flags did not set keeps its variable's name."""
+        given = {field: value for field, (_, value) in flags.items() if value is not None}
+        try:
+            return self.replace(**given)
+        except SettingError as exc:
+            if exc.field not in given:
+                raise
+            detail = exc.detail.removeprefix(f"{exc.field}: ")
+            raise SettingError(flags[exc.field][0], exc.field, detail) from None
+
     def search_params(self, **per_call: Any) -> SearchParams:
         """Search parameters as configured; ``per_call`` sets the rest (top_k, mmr, …)."""
         configured = {**self.search.model_dump(), "memory": self.memory_params()}
@@ -515,4 +529,4 @@ def _invalid(exc: ValidationError) -> InvalidInputError:
         message = f"{field} must be {_expected(field)}, got {got!r}"
     else:
         message = f"{field}: {err['msg']}, got {got!r}"
-    return InvalidInputError(f"{var}: {message}")
+    return SettingError(var, field, message)

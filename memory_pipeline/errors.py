@@ -13,6 +13,17 @@ class InvalidInputError(MemoryError_, ValueError):
     """An argument, a file or its metadata cannot be accepted as given."""
 
 
+class SettingError(InvalidInputError):
+    """A setting refused: ``source`` is where its value came from (a ``HYBRID_RAG_*``
+    variable, or the flag a caller names), ``field`` the setting, ``detail`` what is wrong."""
+
+    def __init__(self, source: str, field: str, detail: str) -> None:
+        super().__init__(f"{source}: {detail}")
+        self.source = source
+        self.field = field
+        self.detail = detail
+
+
 class NotFoundError(MemoryError_, LookupError):
     """A document, chunk or index version that was asked for does not exist."""
 

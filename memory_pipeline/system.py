@@ -168,10 +168,13 @@ class MemorySystem:
         reranker: Reranker | None = None,
         spaces: Spaces | None = None,
         opening: Opening = Opening.WRITABLE,
+        progress: bool = True,
     ) -> None:
         """``spaces`` binds the memory to the space it writes and those it reads (default:
         what the settings say); the store applies it to every query. ``opening``: whether
-        the database must be writable (``store.read_only`` says how it was opened)."""
+        the database must be writable (``store.read_only`` says how it was opened).
+        ``progress``: show the bar of a model prepared on first use (the default model
+        unpacked, exported)."""
         self.settings = settings
         self.spaces = spaces or settings.spaces()
         db_file = sqlite_file(settings.url)
@@ -182,7 +185,7 @@ class MemorySystem:
             _make_folder(settings.index_path, required=opening is Opening.WRITABLE)
         self.store = _open_store(settings.url, self.spaces, opening)
         self.embedder: Embedder = embedder or embedder_for(
-            settings, lambda: [m for m in [self.store.some_model_id()] if m]
+            settings, lambda: [m for m in [self.store.some_model_id()] if m], progress=progress
         )
         if reranker is not None:
             self.reranker: Reranker | None = reranker

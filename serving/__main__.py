@@ -11,9 +11,11 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
+from typing import NoReturn
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryError_
@@ -105,15 +107,32 @@ def client_gone(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
 
+def end_now(code: int) -> NoReturn:
+    """End the process at once, skipping the interpreter's finalisation.
+
+    For a server whose background loader is still at work: finalising the interpreter
+    under a thread that runs native code (ONNX Runtime, torch) makes the C++ runtime
+    abort ("terminate called without an active exception", SIGABRT). Nothing is lost
+    by not waiting: the loader only reads (its warm-up search records no access), and
+    the model cache is built in a temporary folder renamed into place, so a build cut
+    short is redone on the next start, as after a kill.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # a closed pipe or stream: nobody to tell
+            stream.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         flags = {
-            "model": args.model,
-            "space": args.space,
-            "read_spaces": tuple(args.read_space) if args.read_space else None,
+            "model": ("--model", args.model or None),
+            "space": ("--space", args.space or None),
+            "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
-        settings = Settings.from_env().replace(**{k: v for k, v in flags.items() if v})
+        settings = Settings.from_env().with_flags(flags)
     except MemoryError_ as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
@@ -163,7 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         system.spaces.describe(),
     )
     # Started once serving: by then the transport has diverted stdout away from the protocol.
-    on_start = (lambda: start_background(system)) if policy is LoadPolicy.BACKGROUND else None
+    loaders: list[threading.Thread] = []
+    on_start = (
+        (lambda: loaders.append(start_background(system)))
+        if policy is LoadPolicy.BACKGROUND
+        else None
+    )
     server = build_server(
         system,
         roots=roots,
@@ -183,13 +207,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     except BaseException as exc:
         if not client_gone(exc):
+            if any(t.is_alive() for t in loaders):
+                log.exception("the server failed")
+                end_now(1)
+            system.close()
             raise
         # The client went away mid-call: nobody is left to answer. Point fd 1 at /dev/null
         # so the interpreter's last flush does not hit the closed pipe again.
         log.info("the client closed the connection; stopping")
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    finally:
-        system.close()
+    if any(t.is_alive() for t in loaders):
+        # The client left while the models still load: the loader uses the system, so
+        # it stays open, and the process ends without finalising (see end_now).
+        log.info("stopping while the models still load")
+        end_now(0)
+    system.close()
     return 0
 
 

@@ -74,6 +74,31 @@ def stdio_params(env: Mapping[str, str], cwd: Path, *args: str) -> StdioServerPa
     )
 
 
+#: Runs ``python -m serving`` with the arguments after the first, then writes its exit code
+#: (negative: the signal that ended it) to the file named by the first.
+_RECORD_EXIT = (
+    "import subprocess, sys; from pathlib import Path; "
+    "code = subprocess.call([sys.executable, '-m', 'serving', *sys.argv[2:]]); "
+    "Path(sys.argv[1]).write_text(str(code))"
+)
+
+
+def recorded_stdio_params(
+    env: Mapping[str, str], cwd: Path, exit_code: Path, *args: str
+) -> StdioServerParameters:
+    """``stdio_params`` whose server's exit code is written to ``exit_code`` when it ends.
+
+    A stdio client owns its server process and does not tell how it ended; a small
+    parent process between the two does (stdin, stdout and stderr pass straight through).
+    """
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", _RECORD_EXIT, str(exit_code), *args],
+        env=dict(env),
+        cwd=cwd,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -50,6 +50,8 @@ def warm_up(system: MemorySystem) -> float:
     return seconds
 
 
-def start_background(system: MemorySystem) -> None:
-    """Warm up on a daemon thread; the server answers meanwhile."""
-    threading.Thread(target=warm_up, args=(system,), name="warm-up", daemon=True).start()
+def start_background(system: MemorySystem) -> threading.Thread:
+    """Warm up on a daemon thread, returned started; the server answers meanwhile."""
+    thread = threading.Thread(target=warm_up, args=(system,), name="warm-up", daemon=True)
+    thread.start()
+    return thread

@@ -10,6 +10,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,8 @@ from serving.wire import as_result, compact_schema
 from serving.write_tools import WriteTools
 
 SERVER_NAME = "hybrid-rag"
+#: The installed distribution whose version the server reports in ``serverInfo``.
+DISTRIBUTION = "memory-pipeline"
 INSTRUCTIONS = """\
 Long-term memory: documents, notes and session summaries, searched by meaning and keywords.
 Search with hybrid_search before answering from memory; widen with a larger top_k or fewer
@@ -143,7 +146,12 @@ def build_server(
         for spec in TOOLS
     ]
     server: MCPServer = MCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, log_level=log_level, lifespan=lifespan, tools=tools
+        SERVER_NAME,
+        version=version(DISTRIBUTION),
+        instructions=INSTRUCTIONS,
+        log_level=log_level,
+        lifespan=lifespan,
+        tools=tools,
     )
     known = {t.name: frozenset(t.parameters.get("properties", {})) for t in tools}
     server.middleware.append(RejectUnknownArguments(known))

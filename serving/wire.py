@@ -79,7 +79,9 @@ def compact_schema(schema: Mapping[str, Any], *, closed: bool = False) -> dict[s
     * ``title`` keywords pydantic generates from field and class names go;
     * an optional field's ``anyOf: [X, null]`` with ``default: null`` becomes ``X``
       (the field is optional because it is not required; results leave it out);
-    * ``anyOf`` of bare types becomes one ``type`` list (integer folded into number);
+    * integer is folded into number in an ``anyOf`` of bare types, and an ``anyOf`` left
+      with one type becomes that ``type`` (several stay an ``anyOf``: a ``type`` list is
+      valid JSON Schema, but strict clients warn on it);
     * an enum's class docstring goes (its values are the documentation; the fields
       that use it keep their own descriptions).
     """
@@ -121,5 +123,8 @@ def _simplify(node: dict[str, Any]) -> dict[str, Any]:
         if "number" in types and "integer" in types:
             types.remove("integer")
         rest = {k: v for k, v in node.items() if k != "anyOf"}
-        return {"type": types[0] if len(types) == 1 else types, **rest}
+        if len(types) == 1:
+            return {"type": types[0], **rest}
+        # Several types stay an anyOf of one type each: strict clients refuse a type list.
+        return {"anyOf": [{"type": t} for t in types], **rest}
     return node

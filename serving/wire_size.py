@@ -5,8 +5,9 @@ prompt) and for each call's result once. This prints, for ``tools/list``, a
 5-hit ``hybrid_search`` over the bundled sample corpus and one ``embed``, the
 size of the JSON-RPC result a client receives (text content and
 ``structuredContent`` together, serialised as the transports do) in characters
-and in tokens; and the part of ``tools/list`` a model is shown when its client
-passes on only names, descriptions and input schemas.
+and in tokens; the part of ``tools/list`` a model is shown when its client
+passes on only names, descriptions and input schemas; and its output schemas.
+docs/mcp.md quotes the ``tools/list`` rows, and a test holds them to this.
 
 Tokens are counted offline: ``chars/4`` (the usual rule of thumb for English
 and JSON) and the WordPiece tokenizer of all-MiniLM-L6-v2, which the
@@ -20,6 +21,7 @@ import argparse
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -33,6 +35,11 @@ from serving.harness import structured
 from serving.wire import compact_json
 
 QUERY = "why does news decay?"
+
+#: The ``tools/list`` rows: they depend on the code alone, not on the model's floats.
+TOOLS_LIST = "tools/list"
+MODEL_VIEW = "  as a model sees it"
+OUTPUT_SCHEMAS = "  output schemas"
 
 
 def wire_json(result: BaseModel) -> str:
@@ -88,19 +95,35 @@ async def measure(root: Path, model: str) -> dict[str, str]:
         for t in listed.tools
     ]
     return {
-        "tools/list": wire_json(listed),
-        "  as a model sees it": compact_json(model_view),
+        TOOLS_LIST: wire_json(listed),
+        MODEL_VIEW: compact_json(model_view),
+        OUTPUT_SCHEMAS: "".join(compact_json(t.output_schema) for t in listed.tools),
         f"hybrid_search ({hits} hits)": wire_json(search),
         "embed (1 vector)": wire_json(embed),
     }
 
 
-def report(sizes: dict[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class Size:
+    chars: int
+    wordpiece: int | None  # None when the tokenizer is not installed
+
+    @property
+    def quarter(self) -> int:
+        """``chars/4``: the rule-of-thumb token count."""
+        return self.chars // 4
+
+
+def sizes_of(texts: dict[str, str]) -> dict[str, Size]:
     count = wordpiece_counter()
+    return {name: Size(len(text), count(text) if count else None) for name, text in texts.items()}
+
+
+def report(sizes: dict[str, Size]) -> list[str]:
     lines = [f"{'':<24}{'chars':>8}{'chars/4':>9}{'wordpiece':>11}"]
-    for name, text in sizes.items():
-        pieces = f"{count(text):>11}" if count else f"{'n/a':>11}"
-        lines.append(f"{name:<24}{len(text):>8}{len(text) // 4:>9}{pieces}")
+    for name, size in sizes.items():
+        pieces = "n/a" if size.wordpiece is None else str(size.wordpiece)
+        lines.append(f"{name:<24}{size.chars:>8}{size.quarter:>9}{pieces:>11}")
     return lines
 
 
@@ -111,7 +134,7 @@ async def main(model: str) -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"wire size per JSON-RPC result (model {model}; tokens: chars/4 and all-MiniLM-L6-v2)")
-    print("\n".join(report(sizes)))
+    print("\n".join(report(sizes_of(sizes))))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ _UPDATE_INDEX = (
     "update the index afterwards (incremental, not a full rebuild); pass false when "
     "ingesting many batches and call update_index once at the end"
 )
+_TEXT_UPDATE_INDEX = (
+    "also update the index now (incremental); not needed to find the text, which is "
+    "searchable at once: by default a later update_index takes it in"
+)
 
 
 class WriteTools:
@@ -101,7 +105,7 @@ class WriteTools:
             ),
         ],
         metadata: MetadataIn | None = None,
-        rebuild_index: Annotated[StrictBool, Field(description=_UPDATE_INDEX)] = False,
+        rebuild_index: Annotated[StrictBool, Field(description=_TEXT_UPDATE_INDEX)] = False,
     ) -> IngestOutput:
         """Store text the agent has in hand (a session summary, a decision, a note).
 

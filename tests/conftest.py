@@ -27,6 +27,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 PG_SOCKET = os.environ.get("MEMORY_PIPELINE_PG_HOST", "/var/run/postgresql")
 REQUIRE_PG = os.environ.get("MEMORY_PIPELINE_REQUIRE_POSTGRES") == "1"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: What the ``memory-pipeline`` console script runs: ``python -c CONSOLE_SCRIPT ARGS``.
+CONSOLE_SCRIPT = "import sys; from memory_pipeline.cli import main; sys.exit(main())"
 
 
 def _pg_admin():  # type: ignore[no-untyped-def]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +23,10 @@ import sqlalchemy as sa
 import yaml
 
 from memory_pipeline.cli import main
-from memory_pipeline.cli.main import build_parser
+from memory_pipeline.cli.main import READER_GONE, build_parser
 from memory_pipeline.evaluation.results import EvalRun
 from memory_pipeline.system import doc_id_for
+from tests.conftest import CONSOLE_SCRIPT
 
 DOCS = {
     "fusion.md": "---\nknowledge_type: principle\nimportance: 0.9\n---\n\n# Fusion\n\n"
@@ -383,6 +386,35 @@ def test_command_refuses_a_bad_argument(
     assert code == 2
     assert case.bad_message in err
     assert out == ""
+
+
+def run_with_reader_gone(argv: list[str]) -> tuple[int, str]:
+    """The command in its own process, its stdout a pipe whose reader left at once
+    (``memory-pipeline stats | head -1`` with a quick ``head``); its exit code and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONSOLE_SCRIPT, *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode(errors="replace")
+    return proc.wait(timeout=300), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_command_ends_quietly_when_its_reader_leaves(
+    name: str, ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = CASES[name]
+    if case.before:
+        case.before(ctx)
+        capsys.readouterr()
+    code, err = run_with_reader_gone(argv_for(ctx, name, *ctx.fill(case.args)))
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code == READER_GONE, err  # every row prints on stdout
 
 
 def test_an_unusable_database_url_is_an_error_line(

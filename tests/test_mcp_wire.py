@@ -75,6 +75,24 @@ async def test_descriptions_and_schemas_are_clean(client: Client) -> None:
             assert not list(keywords(schema, "title")), name
 
 
+async def test_every_type_is_one_type(client: Client) -> None:
+    """No ``type: [a, b]``: strict clients (the MCP Inspector's ``--strict``) warn on it;
+    several types are an ``anyOf`` of one type each."""
+    for tool in (await client.list_tools()).tools:
+        for schema in (tool.input_schema, tool.output_schema or {}):
+            lists = [t for t in keywords(schema, "type") if not isinstance(t, str)]
+            assert not lists, f"{tool.name}: type {lists}"
+
+
+async def test_no_switch_asks_for_its_own_default(client: Client) -> None:
+    """A boolean's description never says to pass the value it already defaults to."""
+    for tool in (await client.list_tools()).tools:
+        for name, prop in tool.input_schema["properties"].items():
+            if prop.get("type") == "boolean" and "default" in prop:
+                own = f"pass {json.dumps(prop['default'])}"
+                assert own not in prop.get("description", ""), f"{tool.name}.{name}"
+
+
 def keywords(schema: Any, word: str, in_names: bool = False) -> Any:
     """Every use of a JSON-schema keyword (not a property that happens to carry its name)."""
     if isinstance(schema, dict):

@@ -373,6 +373,44 @@ def test_the_cli_acts_in_its_space_and_all_spaces_only_when_asked(
     assert code != 0
 
 
+@pytest.mark.parametrize(
+    ("program", "args", "env", "named", "not_named"),
+    [
+        ("cli", ["--space", "Not A Space"], {}, "--space:", "HYBRID_RAG_SPACE"),
+        ("cli", ["--read-space", "Bad!"], {}, "--read-space:", "HYBRID_RAG_READ_SPACES"),
+        ("cli", [], {"HYBRID_RAG_SPACE": "Bad!"}, "HYBRID_RAG_SPACE:", "--space"),
+        ("server", ["--space", "Not A Space"], {}, "--space:", "HYBRID_RAG_SPACE"),
+        ("server", ["--read-space", "Bad!"], {}, "--read-space:", "HYBRID_RAG_READ_SPACES"),
+        ("server", [], {"HYBRID_RAG_SPACE": "Bad!"}, "HYBRID_RAG_SPACE:", "--space"),
+    ],
+)
+def test_a_bad_space_is_named_by_where_it_came_from(
+    program: str,
+    args: list[str],
+    env: dict[str, str],
+    named: str,
+    not_named: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A flag's value is refused under the flag's name, a variable's under the variable's."""
+    from memory_pipeline.cli.main import main as cli
+    from serving.__main__ import main as server
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    if program == "cli":
+        code = cli(["stats", "--db", str(tmp_path / "m.db"), "--model", "hashing", *args])
+    else:
+        code = server(["--model", "hashing", *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert named in err and "space name" in err and not_named not in err, err
+    assert not (tmp_path / "m.db").exists()
+
+
 def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
     from memory_pipeline.sources import sync
     from memory_pipeline.sources.config import load_sources

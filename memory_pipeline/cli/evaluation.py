@@ -157,7 +157,7 @@ def register(
     p.set_defaults(func=lambda args: cmd_eval(args, make_system))
 
 
-def _embedder(model: str | None) -> tuple[Embedder, Settings]:
+def _embedder(model: str | None, progress: bool) -> tuple[Embedder, Settings]:
     """The configured embedder, or the one ``--model`` names ('hashing': the test one)."""
     from memory_pipeline.config import Settings
 
@@ -166,7 +166,7 @@ def _embedder(model: str | None) -> tuple[Embedder, Settings]:
         settings = settings.replace(model=model)
     from memory_pipeline.embedding.registry import embedder_for
 
-    return embedder_for(settings), settings
+    return embedder_for(settings, progress=progress), settings
 
 
 def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:
@@ -184,7 +184,7 @@ def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:
     ds = load_beir(args.beir, split=args.split, extra_corpus=[Path(e) for e in extras])
     if args.max_docs or args.max_queries:
         ds = subset(ds, args.max_docs or len(ds.corpus), args.max_queries)
-    embedder, settings = _embedder(getattr(args, "model", None))
+    embedder, settings = _embedder(getattr(args, "model", None), progress)
     print(f"{ds.name}: {len(ds.corpus)} documents, {len(ds.queries)} judged queries")
     budget = None if args.embed_budget is None else args.embed_budget * 60
     built = open_beir_memory(
@@ -222,7 +222,7 @@ def _locomo_run(args: argparse.Namespace, progress: bool) -> EvalRun:
     from memory_pipeline.evaluation.locomo import evaluate_locomo, load_locomo
 
     ds = load_locomo(args.locomo)
-    embedder, settings = _embedder(getattr(args, "model", None))
+    embedder, settings = _embedder(getattr(args, "model", None), progress)
     if args.turn_context is not None:
         before, after = args.turn_context
         settings = settings.replace(turn_context_before=before, turn_context_after=after)

@@ -28,6 +28,10 @@ from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import SearchFilters
 
+#: The exit code when stdout's reader left before all was written (``| head``): 128 + SIGPIPE,
+#: what a shell reports for a command that SIGPIPE ended.
+READER_GONE = 141
+
 SAMPLE_QUERIES = (
     "Why should old news fade from memory while principles stay?",
     "チャンクサイズの実験で何が分かった？",
@@ -36,16 +40,16 @@ SAMPLE_QUERIES = (
 
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {
-        "db_path": Path(args.db) if args.db else None,
-        "index_path": Path(args.index) if args.index else None,
-        "database_url": args.database_url,
-        "backend": args.backend,
-        "model": args.model,
-        "space": args.space,
-        "read_spaces": tuple(args.read_space) if args.read_space else None,
+        "db_path": ("--db", Path(args.db) if args.db else None),
+        "index_path": ("--index", Path(args.index) if args.index else None),
+        "database_url": ("--database-url", args.database_url),
+        "backend": ("--backend", args.backend),
+        "model": ("--model", args.model),
+        "space": ("--space", args.space),
+        "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
     }
     # Only what the caller set on the command line; the rest is the environment's.
-    return Settings.from_env().replace(**{k: v for k, v in flags.items() if v is not None})
+    return Settings.from_env().with_flags(flags)
 
 
 def _opening(args: argparse.Namespace) -> str:
@@ -62,7 +66,10 @@ def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     settings = _settings(args)
     everything = Spaces.everything() if getattr(args, "all_spaces", False) else None
-    return MemorySystem(settings, spaces=everything, opening=Opening(_opening(args)))
+    progress = not getattr(args, "no_progress", False)
+    return MemorySystem(
+        settings, spaces=everything, opening=Opening(_opening(args)), progress=progress
+    )
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -321,6 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. A reader that leaves early (``| head``) ends it quietly
+    with ``READER_GONE``, as SIGPIPE ends other commands of a pipeline."""
+    try:
+        code = _run(argv)  # argparse's own messages (--help) ignore a closed pipe
+        sys.stdout.flush()  # here, not at exit: a closed pipe then still ends quietly
+    except BrokenPipeError:
+        # Whatever is still buffered can go nowhere; point fd 1 at /dev/null so the
+        # interpreter's last flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return READER_GONE
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     # Idle OpenMP threads spinning after a torch call starve FAISS and SQLite on
     # small machines; set before any native library starts its thread pool.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

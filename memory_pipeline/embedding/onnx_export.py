@@ -104,6 +104,11 @@ def _export(source: Path, out: Path) -> None:
             "pip install 'memory-pipeline' again, or set HYBRID_RAG_EMBEDDING_RUNTIME=torch"
         ) from exc
 
+    from transformers.utils import logging as hf_logging
+
+    # transformers' weight-loading bar is off, as in st.py: with progress the export has its
+    # own line, and without it (--no-progress) nothing at all may be printed.
+    hf_logging.disable_progress_bar()
     config = _st_config(source)
     model = AutoModel.from_pretrained(str(source), attn_implementation="eager")
     model.eval()

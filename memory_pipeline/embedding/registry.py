@@ -30,13 +30,17 @@ NAMED: dict[str, Callable[[Settings], Embedder]] = {
 
 
 def embedder_for(
-    settings: Settings, stored_models: Callable[[], Iterable[str]] | None = None
+    settings: Settings,
+    stored_models: Callable[[], Iterable[str]] | None = None,
+    *,
+    progress: bool = True,
 ) -> Embedder:
     """The embedder ``settings.embedding.model`` names (loaded lazily where the model is heavy).
 
     ``stored_models`` lists the model ids a memory holds vectors of; with the ``auto``
     runtime it keeps a memory on the runtime it was embedded with (asked only for the
-    default model)."""
+    default model). ``progress``: show the bar while the default model is unpacked and
+    exported on first use (``--no-progress`` turns it off)."""
     embedding = settings.embedding
     named = NAMED.get(embedding.model)
     if named is not None:
@@ -50,11 +54,14 @@ def embedder_for(
             embedding.runtime, stored, DEFAULT_MODEL_ID, onnx_model_id(DEFAULT_MODEL_ID)
         )
         if runtime == ONNX:
-            return OnnxEmbedder(cache_dir=embedding.model_cache, threads=embedding.threads)
+            return OnnxEmbedder(
+                cache_dir=embedding.model_cache, threads=embedding.threads, progress=progress
+            )
     from memory_pipeline.embedding.st import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(
         embedding.model,
         cache_dir=embedding.model_cache,
         batch_size=embedding.embed_batch_size,
+        progress=progress,
     )

