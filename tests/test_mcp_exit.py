@@ -8,7 +8,10 @@ without an active exception").
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import mcp.client.stdio
@@ -66,3 +69,40 @@ async def test_a_client_that_leaves_ends_the_server_with_exit_code_0(
     assert exit_code.read_text() == "0", stderr
     assert "terminate called" not in stderr
     assert "Traceback" not in stderr
+
+
+def _line(message: dict[str, object]) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+@pytest.mark.parametrize("policy", list(LoadPolicy))
+def test_a_client_that_leaves_during_a_search_ends_the_server_with_exit_code_0(
+    policy: LoadPolicy, tmp_path: Path, model_built: None
+) -> None:
+    """The first search loads the model (``lazy``) or waits for it: the client sends it
+    and closes stdin before the answer, while the model is loading or searching."""
+    layout = StoreLayout(tmp_path)
+    env = layout.env(model=MODEL, HYBRID_RAG_MODEL_LOAD=policy.value)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "serving"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=layout.docs,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    server.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+    server.stdin.flush()
+    assert b'"id":1' in server.stdout.readline()
+    search = {"name": "hybrid_search", "arguments": {"query": "where are the notes"}}
+    server.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    server.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}))
+    server.stdin.close()
+    server.stdin = None  # closed: communicate() must not flush it
+    _, stderr = server.communicate(timeout=300)
+    text = stderr.decode(errors="replace")
+    assert server.returncode == 0, text
+    assert "terminate called" not in text
+    assert "Traceback" not in text
