@@ -22,12 +22,12 @@ import pytest
 import sqlalchemy as sa
 from mcp import Client
 
-from memory_pipeline.cli import main
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.system import MemorySystem
 from serving.harness import StoreLayout, error_text, stdio_params, structured
 from serving.server import build_server
 from tests.conftest import make_settings
+from tests.test_cli_commands import run
 
 NOTES = {
     "fusion.md": "# Fusion\n\nReciprocal rank fusion adds one over k plus rank.",
@@ -60,15 +60,6 @@ def cli(home: Path, *args: str) -> list[str]:
     command, *rest = args
     storage = ["--db", str(home / "memory.db"), "--index", str(home / "indices")]
     return [command, *storage, "--model", "hashing", *rest]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def ingest(home: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> None:
