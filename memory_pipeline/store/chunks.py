@@ -21,7 +21,7 @@ from memory_pipeline.store.rows import (
     now_utc,
     tags_for,
 )
-from memory_pipeline.store.schema import Chunk, ChunkTag, IndexChange, IndexVersion
+from memory_pipeline.store.schema import Chunk, ChunkGeneration, ChunkTag
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
 _UNSET: Any = object()
@@ -71,15 +71,18 @@ class ChunkQueries(StoreBase):
         """The ids a search must stay within because other spaces hold chunks too, or
         None when no other space holds any (nothing to restrict: the fast path).
 
-        Kept until the store next changes: every change of the live chunks queues an
-        index change, so (published version, last queued change, queue length) moves
-        with it. A stale answer could only miss this space's newest chunks, never
-        admit another space's.
+        Kept until the chunk generation moves: every transaction that adds or deletes
+        chunks raises it, on every index backend (``ChunkGeneration``). The index's
+        own state (versions, the change queue) says nothing here: pgvector writes
+        neither, and an updater clearing the queue before recording its version
+        returns them to an earlier value. The generation is read before the ids, so
+        ids cached under it are at least as new as it; a stale answer would miss this
+        space's newest chunks (never admit another space's), and none is kept.
         """
         if self.spaces.read is None:
             return None
         with self.conn() as c:
-            generation = tuple(c.execute(_GENERATION).one())
+            generation = c.execute(_GENERATION).scalar_one()
             cached = self._space_cache.get(self.spaces.read)
             if cached is not None and cached[0] == generation:
                 return cached[1]
@@ -157,11 +160,7 @@ class ChunkQueries(StoreBase):
             )
 
 
-_GENERATION = sa.select(
-    sa.select(sa.func.max(IndexVersion.version)).scalar_subquery(),
-    sa.select(sa.func.max(IndexChange.seq)).scalar_subquery(),
-    sa.select(sa.func.count()).select_from(IndexChange).scalar_subquery(),
-)
+_GENERATION = sa.select(ChunkGeneration.generation)
 
 
 def _others_hold_chunks(c: sa.Connection, read: frozenset[str]) -> bool:
