@@ -24,6 +24,12 @@ class InTransactionIndex(Protocol):
     """An index kept inside the store's own database and transactions (pgvector): what a
     write adds or deletes reaches it before the same commit, so nothing is ever queued."""
 
+    def lock(self, conn: sa.Connection) -> None:
+        """Called before this transaction writes chunk rows: the index's lock comes first
+        in every writer, as in a rebuild (whose tables reference ``chunks``), so the two
+        never wait on each other's locks at once."""
+        ...
+
     def added(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks (with their vectors) inserted by this transaction."""
         ...
@@ -54,6 +60,12 @@ class StoreBase:
         migrate(self.engine)
         # Set by an index backend that lives in this database; otherwise changes are queued.
         self.index_hook: InTransactionIndex | None = None
+
+    def lock_index(self, conn: sa.Connection) -> None:
+        """Before a transaction inserts or deletes chunks: an index in this database
+        takes its lock first (``InTransactionIndex.lock``)."""
+        if self.index_hook is not None:
+            self.index_hook.lock(conn)
 
     def queue_adds(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks this transaction inserted (vectors stored): the index learns of them in

@@ -86,8 +86,12 @@ class ChunkQueries(StoreBase):
             cached = self._space_cache.get(self.spaces.read)
             if cached is not None and cached[0] == generation:
                 return cached[1]
+            # On this connection: one idle in its transaction while another waits would
+            # hang behind a rebuild's lock on ``chunks`` that waits for the idle one.
             ids = (
-                self._ids(sa.select(Chunk.id)) if _others_hold_chunks(c, self.spaces.read) else None
+                self._ids(sa.select(Chunk.id), c)
+                if _others_hold_chunks(c, self.spaces.read)
+                else None
             )
         self._space_cache[self.spaces.read] = (generation, ids)
         return ids
@@ -105,11 +109,12 @@ class ChunkQueries(StoreBase):
         )
         return self._ids(_filtered(sa.select(Chunk.id).where(wanted), filters))
 
-    def _ids(self, stmt: sa.Select[Any]) -> np.ndarray:
-        stmt = stmt.where(self.readable(Chunk.space))
+    def _ids(self, stmt: sa.Select[Any], conn: sa.Connection | None = None) -> np.ndarray:
+        stmt = stmt.where(self.readable(Chunk.space)).order_by(Chunk.id)
+        if conn is not None:
+            return np.asarray(conn.execute(stmt).scalars().all(), dtype=np.int64)
         with self.conn() as c:
-            ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
-        return np.asarray(ids, dtype=np.int64)
+            return np.asarray(c.execute(stmt).scalars().all(), dtype=np.int64)
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
         with self.read() as s:
