@@ -318,3 +318,35 @@ def test_a_turn_is_found_by_its_context_and_returned_as_said(open_memory: Factor
         hits = memory.query("ferry Hydra", top_k=2, record_access=False).hits
         assert {h.content for h in hits} == {t.text for t in turns}, step
         assert {h.turns[0].turn_id for h in hits} == {"t1", "t2"}
+
+
+def test_a_space_beside_another_finds_its_new_notes(open_memory: Factory) -> None:
+    """A server bound to one space, with another space holding chunks, restricts its
+    searches to its space's ids; once it has searched, what that space gains later
+    (another process's ingest, its own) is found, before and after an index update."""
+    memory = open_memory()
+    _fill(memory)
+    memory.update_index()
+    writer = memory.in_space("mine")
+    memory.in_space("other").ingest_text("Walruses bask on the northern shore.", "walrus")
+    writer.ingest_text("Owls hunt at night in the forest.", "owls")
+    server = MemorySystem(memory.settings, embedder=HashingEmbedder(), spaces=Spaces.bound("mine"))
+    try:
+        notes = {"owls": "owls hunt night forest"}
+        for i, step in enumerate(["nothing", "update", "rebuild", "server ingests", "update"]):
+            for title, query in notes.items():  # the server has searched: its ids are known
+                assert _titles(server, query)[:1] == [title], (step, title)
+            note = f"Penguin number {i} waddles across the ice floe {i}."
+            (server if step == "server ingests" else writer).ingest_text(note, f"penguin-{i}")
+            notes[f"penguin-{i}"] = note
+            if step == "update":
+                memory.update_index()
+            elif step == "rebuild":
+                memory.rebuild_index()
+            for title, query in notes.items():
+                assert _titles(server, query)[:1] == [title], (step, title)
+                assert "walrus" not in _titles(server, query, top_k=20)
+        server.delete_document(server.query("owls night", top_k=1).hits[0].doc_id)
+        assert "owls" not in _titles(server, "owls hunt night forest", top_k=20)
+    finally:
+        server.close()

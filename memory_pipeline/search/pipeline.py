@@ -91,9 +91,7 @@ class HybridSearcher:
             given = [] if query_vector is None else [query_vector]
             qvec, *others = given + embed_phrasings(self.embedder, texts[len(given) :])
         with timer.stage("load_index"):
-            version = self._published()
-            if version is not None:  # BM25 over the partitions of the spaces it reads
-                version = version.for_spaces(self.store.spaces.read)
+            queued, version = self._read_index()
         if version is not None:
             self._check_space(version, qvec)
             stats.index_version = version.manifest.version
@@ -105,7 +103,7 @@ class HybridSearcher:
                 if filters.is_empty()
                 else self.store.filter_ids(filters)  # within the store's spaces already
             )
-        run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer)
+        run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer, queued)
 
         self._retrieve(run, list(zip(texts[1:], others, strict=True)))
         self._add_guaranteed(run, filters)
@@ -192,6 +190,7 @@ class HybridSearcher:
                 run.version,
                 SearchStats(),
                 run.timer,
+                run.queued,
             )
             self.retriever.retrieve(other)
             rankings.append(other.fused)
@@ -343,6 +342,26 @@ class HybridSearcher:
         ]
 
     # ----------------------------------------------------------------- helpers
+    def _read_index(self) -> tuple[list[int], IndexView | None]:
+        """The live chunks the index may not hold yet (the queue), then the index: in
+        that order, so every live chunk is in one of the two.
+
+        Every updater makes the index hold a chunk (publishes a version, writes the
+        service) before it clears the chunk's queued add (``IndexWriter.update``,
+        ``QueuedIndex.update``), one updater at a time. So a live chunk missing from
+        the queue as read had its add cleared already, after an index holding it was
+        published, and the index as read next (or searched, for a service) still
+        holds it: what is published later drops only deleted chunks. Read the other
+        way round, a publication between the two reads hides a chunk from both.
+        Cleared meanwhile, a queued chunk is scored directly and may come from the
+        index as well: one score per id survives (``retrieval._merge``).
+        """
+        queued = self.store.pending_adds()
+        version = self._published()
+        if version is not None:  # BM25 over the partitions of the spaces it reads
+            version = version.for_spaces(self.store.spaces.read)
+        return queued, version
+
     def _rerank_on(self, params: SearchParams) -> bool:
         return params.use_reranker and self.reranker is not None
 

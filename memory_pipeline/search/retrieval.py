@@ -49,7 +49,7 @@ class Retriever:
                 )
         with run.timer.stage("unindexed"):
             extra_dense, extra_sparse, n_extra = self._unindexed(
-                version, run.qvec, run.tokens, run.allowed
+                version, run.queued, run.qvec, run.tokens, run.allowed
             )
         run.stats.unindexed_searched = n_extra
         if n_extra:
@@ -113,12 +113,14 @@ class Retriever:
     def _unindexed(
         self,
         version: IndexView | None,
+        queued: list[int],
         qvec: np.ndarray,
         tokens: list[str],
         allowed: np.ndarray | None,
     ) -> tuple[Ranked, Ranked, int]:
-        """Score live chunks the published version may lack, so ingest is searchable at once."""
-        ids = self.store.pending_adds()
+        """Score the queued chunks (live, maybe not in ``version``: read before it), so
+        ingest is searchable at once."""
+        ids = queued
         if allowed is not None and ids:
             ids = np.intersect1d(np.asarray(ids, dtype=np.int64), allowed).tolist()
         if not ids:

@@ -39,6 +39,8 @@ class Run:
     version: IndexView | None
     stats: SearchStats
     timer: Timer
+    # Live chunks the index may not hold yet, read before the version (``_read_index``).
+    queued: list[int] = field(default_factory=list)
     dense: Ranked = field(default_factory=list)
     sparse: Ranked = field(default_factory=list)
     # Every candidate scored by both retrievers (convex fusion only); see _complete.

@@ -20,12 +20,22 @@ from memory_pipeline.store.engine import (
     sqlite_file,
     writer,
 )
-from memory_pipeline.store.schema import Document, IndexChange
+from memory_pipeline.store.schema import ChunkGeneration, Document, IndexChange
+
+# Set on a connection whose transaction added or deleted chunks (``StoreBase.write``).
+_CHUNKS_CHANGED = "memory_pipeline_chunks_changed"
+_NEXT_GENERATION = sa.update(ChunkGeneration).values(generation=ChunkGeneration.generation + 1)
 
 
 class InTransactionIndex(Protocol):
     """An index kept inside the store's own database and transactions (pgvector): what a
     write adds or deletes reaches it before the same commit, so nothing is ever queued."""
+
+    def lock(self, conn: sa.Connection) -> None:
+        """Called before this transaction writes chunk rows: the index's lock comes first
+        in every writer, as in a rebuild (whose tables reference ``chunks``), so the two
+        never wait on each other's locks at once."""
+        ...
 
     def added(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks (with their vectors) inserted by this transaction."""
@@ -52,11 +62,13 @@ class StoreBase:
         self.url = url
         self.spaces = spaces or Spaces()
         # read spaces -> (store generation, ids to restrict searches to); see space_restriction
-        self._space_cache: dict[frozenset[str], tuple[tuple[Any, ...], Any]] = {}
+        self._space_cache: dict[frozenset[str], tuple[int, Any]] = {}
         db_file = sqlite_file(url)
         self.read_only = read_only and db_file is not None and db_file.exists()
         self.engine = self._open(url) if self.read_only else _migrated(create_engine(url))
         self._writer = writer(self.engine)
+        # A transaction that rolls back changed no chunks.
+        sa.event.listen(self.engine, "rollback", _forget_chunk_changes)
         # Set by an index backend that lives in this database; otherwise changes are queued.
         self.index_hook: InTransactionIndex | None = None
 
@@ -74,15 +86,23 @@ class StoreBase:
             raise cannot_migrate(engine, current, head, exc) from exc
         return create_engine(url, read_only=True)
 
+    def lock_index(self, conn: sa.Connection) -> None:
+        """Before a transaction inserts or deletes chunks: an index in this database
+        takes its lock first (``InTransactionIndex.lock``)."""
+        if self.index_hook is not None:
+            self.index_hook.lock(conn)
+
     def queue_adds(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks this transaction inserted (vectors stored): the index learns of them in
-        the same transaction, by its hook or through the index-change queue."""
+        the same transaction, by its hook or through the index-change queue, and the
+        chunk generation is raised as the transaction ends (``write``)."""
         if not ids:
             return
         if self.index_hook is not None:
             self.index_hook.added(conn, ids)
         else:
             conn.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "add"} for i in ids])
+        conn.info[_CHUNKS_CHANGED] = True
 
     def queue_deletes(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         """Chunks this transaction deletes (call before the delete)."""
@@ -92,6 +112,7 @@ class StoreBase:
             self.index_hook.deleted(conn, ids)
         else:
             conn.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
+        conn.info[_CHUNKS_CHANGED] = True
 
     def in_space(self, space: str) -> Self:
         """This store (the same engine) bound to write and read ``space`` alone."""
@@ -148,9 +169,21 @@ class StoreBase:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """One transaction: everything inside commits together or not at all."""
+        """One transaction: everything inside commits together or not at all.
+
+        One that added or deleted chunks (``queue_adds``, ``queue_deletes``) raises the
+        chunk generation as its last statement, in every backend (pgvector queues
+        nothing): the generation's row lock is then held only for the commit, so two
+        writers never wait on each other's rows while holding it.
+        """
         with Session(self._writer) as session, session.begin():
             yield session
+            if session.connection().info.pop(_CHUNKS_CHANGED, False):
+                session.execute(_NEXT_GENERATION)
+
+
+def _forget_chunk_changes(conn: sa.Connection) -> None:
+    conn.info.pop(_CHUNKS_CHANGED, None)
 
 
 def _migrated(engine: sa.Engine) -> sa.Engine:

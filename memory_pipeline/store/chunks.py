@@ -21,7 +21,7 @@ from memory_pipeline.store.rows import (
     now_utc,
     tags_for,
 )
-from memory_pipeline.store.schema import Chunk, ChunkTag, IndexChange, IndexVersion
+from memory_pipeline.store.schema import Chunk, ChunkGeneration, ChunkTag
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
 _UNSET: Any = object()
@@ -71,20 +71,27 @@ class ChunkQueries(StoreBase):
         """The ids a search must stay within because other spaces hold chunks too, or
         None when no other space holds any (nothing to restrict: the fast path).
 
-        Kept until the store next changes: every change of the live chunks queues an
-        index change, so (published version, last queued change, queue length) moves
-        with it. A stale answer could only miss this space's newest chunks, never
-        admit another space's.
+        Kept until the chunk generation moves: every transaction that adds or deletes
+        chunks raises it, on every index backend (``ChunkGeneration``). The index's
+        own state (versions, the change queue) says nothing here: pgvector writes
+        neither, and an updater clearing the queue before recording its version
+        returns them to an earlier value. The generation is read before the ids, so
+        ids cached under it are at least as new as it; a stale answer would miss this
+        space's newest chunks (never admit another space's), and none is kept.
         """
         if self.spaces.read is None:
             return None
         with self.conn() as c:
-            generation = tuple(c.execute(_GENERATION).one())
+            generation = c.execute(_GENERATION).scalar_one()
             cached = self._space_cache.get(self.spaces.read)
             if cached is not None and cached[0] == generation:
                 return cached[1]
+            # On this connection: one idle in its transaction while another waits would
+            # hang behind a rebuild's lock on ``chunks`` that waits for the idle one.
             ids = (
-                self._ids(sa.select(Chunk.id)) if _others_hold_chunks(c, self.spaces.read) else None
+                self._ids(sa.select(Chunk.id), c)
+                if _others_hold_chunks(c, self.spaces.read)
+                else None
             )
         self._space_cache[self.spaces.read] = (generation, ids)
         return ids
@@ -102,11 +109,12 @@ class ChunkQueries(StoreBase):
         )
         return self._ids(_filtered(sa.select(Chunk.id).where(wanted), filters))
 
-    def _ids(self, stmt: sa.Select[Any]) -> np.ndarray:
-        stmt = stmt.where(self.readable(Chunk.space))
+    def _ids(self, stmt: sa.Select[Any], conn: sa.Connection | None = None) -> np.ndarray:
+        stmt = stmt.where(self.readable(Chunk.space)).order_by(Chunk.id)
+        if conn is not None:
+            return np.asarray(conn.execute(stmt).scalars().all(), dtype=np.int64)
         with self.conn() as c:
-            ids = c.execute(stmt.order_by(Chunk.id)).scalars().all()
-        return np.asarray(ids, dtype=np.int64)
+            return np.asarray(c.execute(stmt).scalars().all(), dtype=np.int64)
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
         with self.read() as s:
@@ -157,11 +165,7 @@ class ChunkQueries(StoreBase):
             )
 
 
-_GENERATION = sa.select(
-    sa.select(sa.func.max(IndexVersion.version)).scalar_subquery(),
-    sa.select(sa.func.max(IndexChange.seq)).scalar_subquery(),
-    sa.select(sa.func.count()).select_from(IndexChange).scalar_subquery(),
-)
+_GENERATION = sa.select(ChunkGeneration.generation)
 
 
 def _others_hold_chunks(c: sa.Connection, read: frozenset[str]) -> bool:

@@ -148,12 +148,14 @@ class DocumentQueries(StoreBase):
         model_id: str,
         tags: Sequence[str],
     ) -> list[int]:
+        self.lock_index(s.connection())
         ids = _insert_document(s, doc, chunks, vectors, model_id, tags, self.spaces.write)
         self.queue_adds(s.connection(), ids)
         return ids
 
     def _delete_document(self, s: Session, doc_id: str) -> int | None:
         """Delete one document (cascading to chunks, tags, vectors) and queue its chunk ids."""
+        self.lock_index(s.connection())
         ids = list(s.scalars(sa.select(Chunk.id).where(Chunk.doc_id == doc_id)))
         self.queue_deletes(s.connection(), ids)
         result = s.execute(sa.delete(Document).where(Document.doc_id == doc_id))

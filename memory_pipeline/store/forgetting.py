@@ -134,6 +134,7 @@ class ForgettingQueries(StoreBase):
         are queued for the index, and the run counts as archived. Returns chunks deleted."""
         deleted = 0
         with self.write() as s:
+            self.lock_index(s.connection())
             for start in range(0, len(ids), _BATCH):
                 batch = list(ids[start : start + _BATCH])
                 self.queue_deletes(s.connection(), batch)
@@ -204,6 +205,7 @@ class ForgettingQueries(StoreBase):
         """
         with self.write() as s:
             c = s.connection()
+            self.lock_index(c)
             live = _live_positions(c, (item.position for item in items))
             kept = [i for i, item in enumerate(items) if item.position not in live]
             todo = [items[i] for i in kept]

@@ -158,6 +158,20 @@ class IndexChange(Base):
     op: Mapped[str] = mapped_column(String(8))
 
 
+class ChunkGeneration(Base):
+    """One row: a number raised by every transaction that adds or deletes chunks.
+
+    Raised at the end of that transaction (``StoreBase.write``), so it moves exactly
+    when the set of live chunks does, whatever the index backend: what is derived from
+    that set (a space's ids, ``ChunkQueries.space_restriction``) is kept until it moves.
+    """
+
+    __tablename__ = "chunk_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    generation: Mapped[int] = mapped_column(BigInteger)
+
+
 class IndexVersion(Base):
     __tablename__ = "index_versions"
 

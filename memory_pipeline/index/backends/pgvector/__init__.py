@@ -17,7 +17,9 @@ Tables (``pgv_``), all cascading from ``chunks``:
   here equals the local backend's (``index/bm25.py``);
 * ``pgv_stats (space, n_docs, n_tokens)`` and ``pgv_df (space, term, df)``: collection
   statistics kept exact under adds and deletes by statement triggers in the same
-  transaction (one advisory lock orders every writer, so counters never deadlock);
+  transaction (one advisory lock orders every writer, so counters never deadlock; a
+  writer takes it before touching chunk rows, as a rebuild, whose tables reference
+  ``chunks``, takes it before locking them);
 * ``pgv_index``: the model id and dimension (one embedding space), a version number
   raised by each rebuild.
 
@@ -92,6 +94,9 @@ class PgVectorIndex:
             ) from exc
 
     # ------------------------------------------------------------- the hook
+    def lock(self, conn: sa.Connection) -> None:
+        conn.execute(LOCK)
+
     def added(self, conn: sa.Connection, ids: Sequence[int]) -> None:
         conn.execute(LOCK)
         for start in range(0, len(ids), _BATCH):

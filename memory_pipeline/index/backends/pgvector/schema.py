@@ -125,8 +125,17 @@ class State:
     created_at: dt.datetime
 
 
+# Read from pg_class in the statement's snapshot: to_regclass answers from a cache that
+# a transaction which waited for the lock may not have refreshed, and then misses the
+# table another writer created meanwhile.
+_HAS_INDEX_TABLE = sa.text(
+    "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relname = 'pgv_index' AND n.nspname = current_schema())"
+)
+
+
 def read_state(c: sa.Connection) -> State | None:
-    if c.execute(sa.text("SELECT to_regclass('pgv_index')")).scalar() is None:
+    if not c.execute(_HAS_INDEX_TABLE).scalar():
         return None
     row = c.execute(
         sa.text("SELECT model_id, dim, version, kind, created_at FROM pgv_index WHERE id = 1")
