@@ -8,7 +8,11 @@ serving the old tables until it commits; the errors name what to do.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ import sqlalchemy as sa
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.backends.pgvector import LOCK_KEY
+from memory_pipeline.index.backends.pgvector.search import PgSparse
 from memory_pipeline.index.bm25 import K1 as BM25_K1
 from memory_pipeline.index.bm25 import B as BM25_B
 from memory_pipeline.index.tokenizer import tokenize
@@ -195,5 +200,80 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             got = view.sparse.search(query, 5, allowed_ids=allowed)
             assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
         assert pruned, "no query took the pruned path"
+    finally:
+        memory.close()
+
+
+def _waiting_on_a_lock(url: str) -> bool:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as c:
+            return bool(
+                c.execute(
+                    sa.text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).scalar()
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_rebuild_swapping_tables_waits_for_a_search_between_its_reads(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BM25 search reads the statistics, then the postings, in one transaction. A
+    rebuild that swapped its tables in one by one while such a search sat between its two
+    reads held the postings (dropped) and waited for the statistics, while the search
+    waited for the postings: PostgreSQL broke the deadlock by aborting one of them. The
+    search here is held between its reads until the rebuild waits; both must finish."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        view = memory.published()
+        assert view is not None
+        query = dedupe(tokenize("BM25 keyword"))
+        expected = view.sparse.search(query, 5)
+        assert expected
+
+        between_reads, go_on = threading.Event(), threading.Event()
+        collection = PgSparse._collection
+
+        def held(self: PgSparse, c: sa.Connection, terms: list[str]) -> Any:
+            out = collection(self, c, terms)
+            between_reads.set()
+            go_on.wait(60)
+            return out
+
+        monkeypatch.setattr(PgSparse, "_collection", held)
+        outcome: dict[str, Any] = {}
+
+        def run(name: str, work: Callable[[], Any]) -> threading.Thread:
+            def body() -> None:
+                try:
+                    outcome[name] = work()
+                except Exception as exc:
+                    outcome[name] = exc
+
+            thread = threading.Thread(target=body)
+            thread.start()
+            return thread
+
+        search = run("search", lambda: view.sparse.search(query, 5))
+        assert between_reads.wait(60)
+        rebuild = run("rebuild", memory.rebuild_index)
+        for _ in range(600):  # until the rebuild waits for a lock (or is done)
+            if _waiting_on_a_lock(pgvector_url) or not rebuild.is_alive():
+                break
+            time.sleep(0.05)
+        go_on.set()
+        search.join(120)
+        rebuild.join(120)
+        assert not isinstance(outcome["search"], Exception), outcome["search"]
+        assert not isinstance(outcome["rebuild"], Exception), outcome["rebuild"]
+        assert outcome["search"] == expected
+        assert outcome["rebuild"].version == 2
     finally:
         memory.close()

@@ -41,10 +41,12 @@ from memory_pipeline.index.backends.pgvector.schema import (
     INDEX_TABLE,
     LOCK,
     LOCK_KEY,
+    SWAP,
     TABLES,
     indexes_ddl,
     insert_rows,
     read_state,
+    reading,
     tables_ddl,
     triggers_ddl,
 )
@@ -159,7 +161,7 @@ class PgVectorIndex:
 
     # ------------------------------------------------------------ the source
     def current(self) -> PgView | None:
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             state = read_state(c)
             if state is None:
                 if c.execute(sa.text("SELECT EXISTS (SELECT 1 FROM chunks)")).scalar():
@@ -201,7 +203,9 @@ class PgVectorIndex:
 
     def rebuild(self) -> IndexUpdateResult:
         """A fresh set of tables from every stored vector and text, swapped in by one
-        commit; searches go on reading the old set until then."""
+        commit; searches go on reading the old set while it is built. The swap waits for
+        the searches under way, and a search arriving meanwhile waits for the swap
+        (``schema.reading``): dropped one by one under a search, the tables deadlocked."""
         started = time.perf_counter()
         with self.engine.begin() as c:
             c.execute(LOCK)  # writers wait; they add their chunks after the swap
@@ -274,6 +278,7 @@ class PgVectorIndex:
             )
             for ddl in indexes_ddl(suffix, f"v{version}") + triggers_ddl(suffix):
                 c.execute(sa.text(ddl))
+            c.execute(SWAP)  # the searches under way end first (schema.reading)
             for table in TABLES:
                 c.execute(sa.text(f"DROP TABLE IF EXISTS {table} CASCADE"))
             for table in TABLES:

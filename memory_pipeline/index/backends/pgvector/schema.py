@@ -1,15 +1,17 @@
-"""The pgvector backend's tables, their triggers and lock, and how rows are written."""
+"""The pgvector backend's tables, their triggers and locks, and how rows are written."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.engine import Engine
 
 from memory_pipeline.index import bm25
 from memory_pipeline.index.tokenizer import tokenize
@@ -19,6 +21,11 @@ LOCK_KEY = 0x6D70_7067  # "mppg"
 TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats")
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
+# Every transaction that reads the live pgv_ tables holds this one shared, and a rebuild
+# takes it exclusively before it drops them for its new set (``reading``, ``rebuild``).
+SWAP_KEY = LOCK_KEY + 1
+READ = sa.text(f"SELECT pg_advisory_xact_lock_shared({SWAP_KEY})")
+SWAP = sa.text(f"SELECT pg_advisory_xact_lock({SWAP_KEY})")
 INDEX_TABLE = sa.text(
     "CREATE TABLE IF NOT EXISTS pgv_index (id integer PRIMARY KEY CHECK (id = 1), "
     "model_id text NOT NULL, dim integer NOT NULL, version bigint NOT NULL, "
@@ -62,6 +69,22 @@ BEGIN
   RETURN NULL;
 END $$;
 """
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[sa.Connection]:
+    """A connection whose transaction reads the live tables, the swap lock held shared.
+
+    A BM25 search reads the statistics, then the postings, in one transaction. Were the
+    tables dropped one by one under it, the rebuild could hold the postings and wait for
+    the statistics while the search held the statistics and waited for the postings: a
+    deadlock PostgreSQL ends by aborting one of them. With this lock taken before any
+    table, a rebuild waits for the searches under way to end, and a search arriving
+    meanwhile waits for the swap, holding nothing the rebuild needs.
+    """
+    with engine.connect() as c:
+        c.execute(READ)
+        yield c
 
 
 def tables_ddl(suffix: str, dim: int) -> list[str]:

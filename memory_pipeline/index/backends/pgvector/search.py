@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memory_pipeline.index import bm25
-from memory_pipeline.index.backends.pgvector.schema import TABLES, as_ids, vector_text
+from memory_pipeline.index.backends.pgvector.schema import TABLES, as_ids, reading, vector_text
 from memory_pipeline.index.versions import Manifest
 
 Ranked = list[tuple[int, float]]
@@ -42,7 +42,7 @@ class PgDense:
         if top_n <= 0 or (allowed is not None and not len(allowed)):
             return []
         q = vector_text(query)
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             if allowed is None and top_n <= MAX_EF_SEARCH:
                 ef = min(MAX_EF_SEARCH, max(self.ef_search, top_n))
                 c.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef}"))
@@ -70,7 +70,7 @@ class PgDense:
     def scores_for(self, query: np.ndarray, ids: np.ndarray) -> tuple[Ranked, np.ndarray]:
         if not len(ids):
             return [], np.zeros(0, dtype=np.int64)
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             rows = c.execute(
                 sa.text(
                     "SELECT chunk_id, embedding <#> CAST(:q AS vector) FROM pgv_vectors "
@@ -83,7 +83,7 @@ class PgDense:
         return found, np.setdiff1d(np.asarray(ids, dtype=np.int64), held)
 
     def member_ids(self) -> np.ndarray:
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             ids = c.execute(sa.text("SELECT chunk_id FROM pgv_vectors ORDER BY 1")).scalars()
             return np.asarray(list(ids), dtype=np.int64)
 
@@ -102,7 +102,7 @@ class PgSparse:
 
     def ids(self) -> np.ndarray:
         cond, params = space_cond("space", self.spaces)
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             ids = c.execute(
                 sa.text(f"SELECT chunk_id FROM pgv_docs WHERE {cond} ORDER BY 1"), params
             ).scalars()
@@ -119,7 +119,7 @@ class PgSparse:
         terms = bm25.distinct_terms(query_tokens)
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             stats = self._stats(c, terms)
             if stats is None:
                 return []
@@ -156,7 +156,7 @@ class PgSparse:
         terms = bm25.distinct_terms(query_tokens)
         if not terms or not len(ids):
             return []
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             stats = self._stats(c, terms)
             if stats is None:
                 return []
@@ -296,7 +296,7 @@ class PgSparse:
         terms = bm25.distinct_terms(query_tokens)
         if not terms or not docs:
             return []
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             n, t, df = self._collection(c, terms)
         return bm25.score_documents(
             terms,
@@ -338,7 +338,7 @@ class PgView:
         return PgSparse(self.engine, None, 0).ids()
 
     def size_bytes(self) -> int:
-        with self.engine.connect() as c:
+        with reading(self.engine) as c:
             return int(
                 c.execute(
                     sa.text(
