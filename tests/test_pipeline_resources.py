@@ -52,6 +52,7 @@ CUSTOM = Settings(
     guaranteed_importance_threshold=0.5,
     guaranteed_candidates_limit=5,
     score_threshold=0.1,
+    grace_days=7.0,
     max_fraction=0.5,
     allowed_roots="/data/notes",
     allow_hard_links=True,
