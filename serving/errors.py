@@ -19,7 +19,7 @@ from typing import ParamSpec, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_pipeline.errors import MemoryError_
-from memory_pipeline.store.failures import storage_error
+from memory_pipeline.store.failures import file_error
 from serving.hints import to_mcp
 
 # Starts the text of an error nobody anticipated (see tool_errors); tests look for it.
@@ -54,9 +54,8 @@ def tool_errors(fn: Callable[P, R], *, read_only: bool = False) -> Callable[P, R
         except MemoryError_ as exc:
             raise ToolError(to_mcp(str(exc))) from exc
         except OSError as exc:  # a file the library did not name: say what it can
-            where = f"the file {exc.filename}" if exc.filename else "a file of the memory"
             unchanged = _UNCHANGED[read_only].rstrip(".")
-            error = storage_error(exc, where, unchanged[0].lower() + unchanged[1:])
+            error = file_error(exc, unchanged[0].lower() + unchanged[1:])
             text = str(error) if error else f"storage error: {exc}; check the store and index paths"
             raise ToolError(text) from exc
         except Exception as exc:

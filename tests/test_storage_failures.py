@@ -266,6 +266,28 @@ def test_a_full_disk_during_ingest_is_one_line_and_loses_nothing(
     assert code == 0 and "ingested" in out, err
 
 
+def test_an_archive_that_cannot_be_written_is_one_line_and_loses_nothing(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files beside the database (here the forgetting archive) fail like the database:
+    one line saying what and where, and no chunk leaves the memory unarchived."""
+    archive = stored / "archive"
+    archive.mkdir()
+    forget = ("forget", "--apply", "--force", "--score-threshold", "1", "--grace-days", "0")
+    with read_only(archive):
+        code, out, err = run(cli(stored, *forget), capsys)
+    assert code == 2, err
+    no_traceback(err)
+    assert str(archive / "chunks_archive.jsonl") in err and "cannot be written" in err
+    assert "nothing was lost" in err
+    code, out, err = run(cli(stored, "stats", "--json"), capsys)
+    assert code == 0 and '"chunks": 2' in out, err
+    code, out, err = run(cli(stored, *forget), capsys)
+    assert code == 0, err
+    code, out, err = run(cli(stored, "stats", "--json"), capsys)
+    assert code == 0 and '"chunks": 0' in out, err
+
+
 def test_a_full_disk_while_publishing_the_index_is_one_line_and_loses_nothing(
     stored: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,11 +26,17 @@ from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.spaces import Spaces
+from memory_pipeline.store.failures import file_error
 from memory_pipeline.types import SearchFilters
 
 #: The exit code when stdout's reader left before all was written (``| head``): 128 + SIGPIPE,
 #: what a shell reports for a command that SIGPIPE ended.
 READER_GONE = 141
+# Why a command stopped by a file it could not write lost nothing.
+FILES_UNCHANGED = (
+    "the database keeps whole transactions only, and the forgetting archive is written "
+    "before any chunk leaves the memory"
+)
 
 SAMPLE_QUERIES = (
     "Why should old news fade from memory while principles stay?",
@@ -357,6 +363,12 @@ def _run(argv: Sequence[str] | None) -> int:
             return int(args.func(args))
     except MemoryError_ as exc:
         print(f"error: {visible(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file no layer below named: a full disk, a read-only folder
+        error = file_error(exc, FILES_UNCHANGED)
+        if error is None:
+            raise
+        print(f"error: {visible(str(error))}", file=sys.stderr)
         return 2
 
 

@@ -88,3 +88,10 @@ def storage_error(exc: BaseException, where: str, unchanged: str) -> StorageErro
         f"{what.format(where=where, detail=detail)}; nothing was lost ({unchanged}). {todo}",
         kind,
     )
+
+
+def file_error(exc: OSError, unchanged: str) -> StorageError | None:
+    """``storage_error`` for an OS error about a file no layer below named (an archive,
+    a ledger, a report): the file is the one the error names."""
+    where = f"the file {exc.filename}" if exc.filename else "a file of the memory"
+    return storage_error(exc, where, unchanged)
