@@ -6,7 +6,7 @@ comma-separated list (default: the default space), BACKEND the index backend
 and then delete an older one; at most ``LIVE_CAP`` stay live), ``update``
 (update_index, then a health check of what it published), ``rebuild`` (rebuild_index,
 then the same check), ``publish`` (update_index alone; the caller checks health once
-the race is over), ``republish`` (rebuild_index alone, likewise) and ``checker`` (bound to each space in turn: search for every
+the race is over) and ``checker`` (bound to each space in turn: search for every
 live note of that space by its text, and check that it is found and that no note of
 another space is returned).
 """
@@ -106,10 +106,9 @@ def main() -> None:
             elif role == "checker":
                 check(bound[n % len(bound)], lists)
             else:
-                rebuilds = role in ("rebuild", "republish")
-                result = system.rebuild_index() if rebuilds else system.update_index()
+                result = system.rebuild_index() if role == "rebuild" else system.update_index()
                 publications += result.kind != "noop"
-                if role in ("publish", "republish"):
+                if role == "publish":
                     continue
                 report = system.index_health()
                 errors = [f.message for f in report.findings if f.severity == "error"]

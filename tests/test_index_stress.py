@@ -95,7 +95,8 @@ def test_spaces_find_their_notes_while_versions_are_published(
     after its search is found by its text, and no note of the other space appears.
     On local the loop publishes a version per change; pgvector takes writes in as
     they commit, so there the loop rebuilds, swapping a new set of tables in under
-    the searches each time."""
+    the searches each time, and checks the index's health after each rebuild while
+    the writers go on."""
     url = (
         f"sqlite:///{tmp_path / 'memory.db'}"
         if backend == "local"
@@ -113,12 +114,12 @@ def test_spaces_find_their_notes_while_versions_are_published(
     seconds = min(float(SECONDS), SPACES_SECONDS)
     roles = [
         *(("writer", space, backend) for space in spaces),
-        ("publish" if backend == "local" else "republish", ",".join(spaces), backend),
+        ("publish" if backend == "local" else "rebuild", ",".join(spaces), backend),
         ("checker", ",".join(spaces), backend),
     ]
     summaries = _race(url, index, seconds, roles)
     writers = [s for s in summaries if s["role"] == "writer"]
-    [updater] = [s for s in summaries if s["role"] in ("publish", "republish")]
+    [updater] = [s for s in summaries if s["role"] in ("publish", "rebuild")]
     [checker] = [s for s in summaries if s["role"] == "checker"]
     notes = sum(len(w["live"]) + len(w["deleted"]) for w in writers)
     searches = checker["searches"]

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.backends.pgvector import LOCK_KEY
-from memory_pipeline.index.backends.pgvector.search import PgSparse
+from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse
 from memory_pipeline.index.bm25 import K1 as BM25_K1
 from memory_pipeline.index.bm25 import B as BM25_B
 from memory_pipeline.index.tokenizer import tokenize
@@ -276,4 +276,37 @@ def test_a_rebuild_swapping_tables_waits_for_a_search_between_its_reads(
         assert outcome["search"] == expected
         assert outcome["rebuild"].version == 2
     finally:
+        memory.close()
+
+
+@pytest.mark.parametrize("write", ["ingest", "delete"])
+def test_health_is_not_fooled_by_a_write_between_its_reads(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """pgvector's index is tables beside the chunks, written in the same transaction: a
+    write committed between health's read of the live ids and its read of the index's
+    is no inconsistency, however the two reads fall."""
+    memory = _memory(tmp_path, pgvector_url)
+    other = _memory(tmp_path, pgvector_url)
+    try:
+        docs = [memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)]
+        members = PgDense.member_ids
+        calls = 0
+
+        def after_a_write(self: PgDense) -> np.ndarray:
+            nonlocal calls
+            calls += 1
+            if calls == 1:  # once, between the snapshot and the index's ids
+                if write == "ingest":
+                    other.ingest_text("a note written while health reads", "late")
+                else:
+                    other.delete_document(docs[0])
+            return members(self)
+
+        monkeypatch.setattr(PgDense, "member_ids", after_a_write)
+        report = memory.index_health()
+        assert calls >= 1
+        assert report.healthy, [f.message for f in report.findings if f.severity == "error"]
+    finally:
+        other.close()
         memory.close()

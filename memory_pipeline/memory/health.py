@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -173,19 +173,53 @@ def check_membership(ctx: _Context) -> list[HealthFinding]:
                 _ids(ctx.live),
             )
         ]
-    members = ctx.version.member_ids()
-    missing = np.setdiff1d(ctx.live, members)
-    stale = np.setdiff1d(members, ctx.live)
-    pending = np.intersect1d(missing, ctx.queued_adds)
-    removal = np.intersect1d(stale, ctx.queued_dels)
-    v = ctx.version.manifest.version
+    version = ctx.version
+    members = version.member_ids()
+    placed = _placement(ctx.live, ctx.queued_adds, ctx.queued_dels, members)
+    if len(placed.debris) or len(placed.gaps):
+        live, adds, dels = _db_snapshot(ctx.store)
+        again = _placement(live, adds, dels, version.member_ids())
+        placed = replace(
+            placed,
+            debris=np.intersect1d(placed.debris, again.debris),
+            gaps=np.intersect1d(placed.gaps, again.gaps),
+        )
     return [
-        HealthFinding("index", "ok", 0, f"version {v} serves {len(members)} chunks"),
-        _finding("debris", np.setdiff1d(stale, removal)),
-        _finding("pending_removal", removal),
-        _finding("gaps", np.setdiff1d(missing, pending)),
-        _finding("pending", pending),
+        HealthFinding(
+            "index", "ok", 0, f"version {version.manifest.version} serves {len(members)} chunks"
+        ),
+        _finding("debris", placed.debris),
+        _finding("pending_removal", placed.removal),
+        _finding("gaps", placed.gaps),
+        _finding("pending", placed.pending),
     ]
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where the index's members stand against the live ids and the queue."""
+
+    debris: np.ndarray  # served, neither live nor queued for removal
+    removal: np.ndarray  # served, queued for removal
+    gaps: np.ndarray  # live, neither served nor queued
+    pending: np.ndarray  # live, queued to be added
+
+
+def _placement(
+    live: np.ndarray, adds: np.ndarray, dels: np.ndarray, members: np.ndarray
+) -> _Placement:
+    """Errors found here are confirmed by a second pair of reads (``check_membership``):
+    an index read apart from the store's snapshot (pgvector's tables) puts a chunk whose
+    write committed between the two reads out of place in that pair only — added, it is
+    served before it is seen live; deleted, it is seen live and no longer served — while
+    a real inconsistency stays put."""
+    missing = np.setdiff1d(live, members)
+    stale = np.setdiff1d(members, live)
+    pending = np.intersect1d(missing, adds)
+    removal = np.intersect1d(stale, dels)
+    return _Placement(
+        np.setdiff1d(stale, removal), removal, np.setdiff1d(missing, pending), pending
+    )
 
 
 def check_missing_vectors(ctx: _Context) -> list[HealthFinding]:
@@ -271,6 +305,12 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
     # service killed mid-update): the next update completes it, searches score it already.
     queued = np.union1d(ctx.queued_adds, ctx.queued_dels)
     disagree = np.setdiff1d(np.union1d(only_dense, only_sparse), queued)
+    if len(disagree):  # confirmed by a second pair of reads, as in check_membership
+        _, adds, dels = _db_snapshot(ctx.store)
+        sparse_again = ctx.version.stored_sparse_ids()
+        dense_again = ctx.version.member_ids()
+        again = np.setdiff1d(np.setxor1d(dense_again, sparse_again), np.union1d(adds, dels))
+        disagree = np.intersect1d(disagree, again)
     stale: list[HealthFinding] = []
     if ctx.version.manifest.stale_tokens:
         stale.append(
