@@ -1,8 +1,9 @@
 """Durable file writes: data and directory entries on disk before anything depends on them.
 
 The one place the index versions, the BM25 index copies and the forgetting archive
-get their fsyncs from. A rename or a new file is durable only once its folder is
-fsynced too.
+get their fsyncs from, and small files rewritten whole (the sources ledger, Dagster's
+instance file, the dev server's state) their atomic replacement. A rename or a new
+file is durable only once its folder is fsynced too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ def write_bytes(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a reader sees the old file or the new one, never
+    half of either, and a crash leaves one of the two. The part file is the writer's own
+    (its pid), so two writers at once each replace the file with a whole one."""
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    try:
+        write_bytes(part, text.encode("utf-8"))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import dagster as dg
@@ -146,6 +147,30 @@ def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "All code locations passed validation" in out.stdout + out.stderr
+
+
+def test_the_instance_file_is_never_seen_half_written(tmp_path: Path) -> None:
+    """A second ``make run`` rewrites dagster.yaml while the first one's Dagster may be
+    reading it: every read sees a whole file, the old one or the new."""
+    home = tmp_path / "home"
+    path = write_instance(home)
+    seen: list[object] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(200):
+            write_instance(home)
+    finally:
+        done.set()
+        reader.join()
+    assert seen and all(isinstance(config, dict) for config in seen)
+    assert sorted(p.name for p in home.iterdir()) == ["dagster.yaml"]
 
 
 def test_the_instance_file_loads_with_our_limits(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_pipeline.durable import replace_text
 from memory_pipeline.pipeline.processes import EXITED, alive, process_state
 
 STATE_FILE = "dagster-dev.json"
@@ -174,9 +175,7 @@ def _write_state(home: Path, proc: subprocess.Popen[bytes], host: str, port: int
         "started": state[1] if state is not None else None,
         "starter": os.getpid(),
     }
-    part = home / (STATE_FILE + ".part")
-    part.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(part, home / STATE_FILE)
+    replace_text(home / STATE_FILE, json.dumps(data))
 
 
 def start(home: Path, host: str, port: int, dagster_args: Sequence[str]) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from memory_pipeline.durable import replace_text
 from memory_pipeline.pipeline.tags import WRITER_TAG
 
 MAX_CONCURRENT_RUNS = 4
@@ -78,7 +79,7 @@ def write_instance(home: Path, storage: str = "sqlite") -> Path:
         f"{POSTGRES_URL_ENV}; see docs/dagster.md.\n"
     )
     body = yaml.safe_dump(instance_config(home, storage), sort_keys=False)
-    path.write_text(header + body, encoding="utf-8")
+    replace_text(path, header + body)  # a running Dagster may be reading it
     return path
 
 

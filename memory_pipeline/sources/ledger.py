@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
 
 FORMAT = 1
@@ -86,10 +86,8 @@ def read_ledger(path: Path) -> Ledger:
 
 def write_ledger(ledger: Ledger) -> None:
     ledger.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ledger.path.with_name(ledger.path.name + ".tmp")
     payload = {"format": FORMAT, "files": {p: asdict(e) for p, e in sorted(ledger.files.items())}}
-    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, ledger.path)
+    replace_text(ledger.path, json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
 
 
 @contextmanager
