@@ -1,6 +1,7 @@
 """Tools that only read the memory: thin adapters over ``MemorySystem``.
 
-Each method is one MCP tool: its signature is the tool's input schema, its
+Each public method is one MCP tool, declared read-only with ``@tool`` beside it
+(listed in the order they are defined here): its signature is the tool's input schema, its
 docstring the description the model reads, its return type the output schema.
 """
 
@@ -37,6 +38,7 @@ from serving.schemas import (
     TaggedChunks,
     Weight,
 )
+from serving.toolspec import tool
 from serving.wire import float32_list
 
 _TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's half-life)"
@@ -70,15 +72,7 @@ class ReadTools:
             out.append(hit)
         return out
 
-    def embed(
-        self, text: Annotated[str, Field(min_length=1, max_length=MAX_EMBED_CHARS)]
-    ) -> EmbedOutput:
-        """Embed a text as a query with the memory's embedding model (unit-length vector)."""
-        vector = self.system.embed(text)
-        return EmbedOutput(
-            model_id=self.system.model_id, dim=len(vector), vector=float32_list(vector)
-        )
-
+    @tool("Search memory", "read")
     def hybrid_search(
         self,
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
@@ -140,6 +134,43 @@ class ReadTools:
             stats=stats if include_stats else None,
         )
 
+    @tool("Read a document's chunks", "read")
+    def get_document_chunks(
+        self,
+        doc_id: DocId,
+        chunk_index: Annotated[
+            int | None, Field(ge=0, description="centre chunk; omit for the whole document")
+        ] = None,
+        window: Annotated[
+            int, Field(ge=0, le=50, description="chunks on each side of chunk_index")
+        ] = 1,
+    ) -> DocumentChunks:
+        """Read a document's chunks in order: all of them, or a window around one hit."""
+        records = self.system.get_document_chunks(doc_id, chunk_index, window)
+        return DocumentChunks(
+            doc_id=doc_id,
+            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records],
+        )
+
+    @tool("Find chunks by tag", "read")
+    def find_by_tag(
+        self,
+        tag: Tag,
+        limit: Annotated[int, Field(ge=1, le=1000, description="most chunks to list")] = 100,
+    ) -> TaggedChunks:
+        """List the chunks carrying a tag (exact match), by document and position.
+
+        Use before ingesting to see whether something is already stored, e.g.
+        find_by_tag("session_id:<id>").
+        """
+        records = self.system.find_by_tag(tag)
+        return TaggedChunks(
+            tag=tag.strip(),
+            total=len(records),
+            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records[:limit]],
+        )
+
+    @tool("Re-rank on the memory axis", "read")
     def rerank(
         self,
         chunks: Annotated[list[ChunkIn], Field(min_length=1, max_length=MAX_RERANK)],
@@ -175,40 +206,17 @@ class ReadTools:
         ranked = self.system.rerank(hits, time_weight, freq_weight, importance_threshold)
         return RerankOutput(chunks=self._hits(ranked))
 
-    def find_by_tag(
-        self,
-        tag: Tag,
-        limit: Annotated[int, Field(ge=1, le=1000, description="most chunks to list")] = 100,
-    ) -> TaggedChunks:
-        """List the chunks carrying a tag (exact match), by document and position.
-
-        Use before ingesting to see whether something is already stored, e.g.
-        find_by_tag("session_id:<id>").
-        """
-        records = self.system.find_by_tag(tag)
-        return TaggedChunks(
-            tag=tag.strip(),
-            total=len(records),
-            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records[:limit]],
+    @tool("Embed text", "read")
+    def embed(
+        self, text: Annotated[str, Field(min_length=1, max_length=MAX_EMBED_CHARS)]
+    ) -> EmbedOutput:
+        """Embed a text as a query with the memory's embedding model (unit-length vector)."""
+        vector = self.system.embed(text)
+        return EmbedOutput(
+            model_id=self.system.model_id, dim=len(vector), vector=float32_list(vector)
         )
 
-    def get_document_chunks(
-        self,
-        doc_id: DocId,
-        chunk_index: Annotated[
-            int | None, Field(ge=0, description="centre chunk; omit for the whole document")
-        ] = None,
-        window: Annotated[
-            int, Field(ge=0, le=50, description="chunks on each side of chunk_index")
-        ] = 1,
-    ) -> DocumentChunks:
-        """Read a document's chunks in order: all of them, or a window around one hit."""
-        records = self.system.get_document_chunks(doc_id, chunk_index, window)
-        return DocumentChunks(
-            doc_id=doc_id,
-            chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records],
-        )
-
+    @tool("Check index health", "read")
     def index_health(self) -> HealthReportOut:
         """Audit the memory against its index (read-only): gaps, debris, vectors, archive.
 
@@ -217,6 +225,7 @@ class ReadTools:
         """
         return HealthReportOut.model_validate(self.system.index_health().to_dict())
 
+    @tool("Memory statistics", "read")
     def get_system_stats(self) -> SystemStatsOut:
         """What the memory holds and how it is used: counts, tags, access, index, models."""
         return SystemStatsOut.model_validate(self.system.system_stats().to_dict())

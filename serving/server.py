@@ -1,5 +1,8 @@
 """The MCP server: the tools of ``read_tools``/``write_tools`` registered with their annotations.
 
+Each tool's title and kind (hence its annotations) is declared beside it with
+``serving.toolspec.tool``.
+
 ``build_server`` wires objects it is given; it reads no environment (that is
 ``serving.__main__``'s job), so tests can build it around any ``MemorySystem``.
 """
@@ -9,7 +12,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
@@ -17,11 +19,12 @@ from typing import Any, Literal
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 
 from memory_pipeline.system import MemorySystem
 from serving.errors import WriteLock, tool_errors
 from serving.read_tools import ReadTools
+from serving.toolspec import ToolSpec, tool_specs
 from serving.wire import as_result, compact_schema
 from serving.write_tools import WriteTools
 
@@ -36,44 +39,8 @@ narrow with tags/filters; read around a hit with get_document_chunks. Store with
 ingest (files) or ingest_text (text in hand). Changing importance or knowledge_type, deleting
 and real forgetting runs (dry_run=false) need a person's confirmation first."""
 
-Kind = Literal["read", "write", "destructive"]
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    kind: Kind
-    idempotent: bool = False
-
-    def annotations(self) -> ToolAnnotations:
-        """Only what differs from the spec's defaults; the title is the tool's own ``title``."""
-        if self.kind == "read":
-            return ToolAnnotations(read_only_hint=True, open_world_hint=False)
-        return ToolAnnotations(
-            destructive_hint=self.kind == "destructive",
-            idempotent_hint=self.idempotent or None,
-            open_world_hint=False,
-        )
-
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("hybrid_search", "Search memory", "read"),
-    ToolSpec("get_document_chunks", "Read a document's chunks", "read"),
-    ToolSpec("find_by_tag", "Find chunks by tag", "read"),
-    ToolSpec("rerank", "Re-rank on the memory axis", "read"),
-    ToolSpec("embed", "Embed text", "read"),
-    ToolSpec("index_health", "Check index health", "read"),
-    ToolSpec("get_system_stats", "Memory statistics", "read"),
-    ToolSpec("ingest", "Ingest files", "write", idempotent=True),
-    ToolSpec("ingest_text", "Ingest text", "write", idempotent=True),
-    ToolSpec("set_chunk_tags", "Set a chunk's memory fields", "write", idempotent=True),
-    ToolSpec("update_index", "Update the index", "write", idempotent=True),
-    ToolSpec("rebuild_index", "Rebuild the index", "write", idempotent=True),
-    ToolSpec("restore_archived", "Restore forgotten chunks", "write", idempotent=True),
-    ToolSpec("delete_document", "Delete a document", "destructive", idempotent=True),
-    ToolSpec("run_forgetting_batch", "Forget weak chunks", "destructive"),
-)
+#: Every tool, in the order of ``tools/list``; each declares its kind beside it (``@tool``).
+TOOLS: tuple[ToolSpec, ...] = tool_specs(ReadTools) + tool_specs(WriteTools)
 
 
 class RejectUnknownArguments:
@@ -142,8 +109,9 @@ def build_server(
     read = ReadTools(system, cwd)
     write = WriteTools(system, roots, cwd, WriteLock(), allow_hard_links=allow_hard_links)
     tools = [
-        make_tool(spec, getattr(read, spec.name, None) or getattr(write, spec.name))
-        for spec in TOOLS
+        make_tool(spec, getattr(adapter, spec.name))
+        for adapter in (read, write)
+        for spec in tool_specs(type(adapter))
     ]
     server: MCPServer = MCPServer(
         SERVER_NAME,

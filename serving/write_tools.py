@@ -1,7 +1,9 @@
 """Tools that change the memory or its index: thin adapters over ``MemorySystem``.
 
-Every argument is checked before the library is called, and the library checks
-every file and the metadata before it writes, so a refused call changes nothing.
+Each public method is one MCP tool, its kind (write or destructive) declared with
+``@tool`` beside it. Every argument is checked before the library is called, and
+the library checks every file and the metadata before it writes, so a refused call
+changes nothing.
 Writes to the store take turns (``WriteLock``); index updates have their own
 cross-process lock in the library.
 """
@@ -38,6 +40,7 @@ from serving.schemas import (
     Tag,
     Weight,
 )
+from serving.toolspec import tool
 
 # Switches that change what is written take only JSON booleans: pydantic's lax mode would
 # read "no" or 0 as False, and dry_run="no" would then run a real forgetting run.
@@ -68,6 +71,7 @@ class WriteTools:
         self.allow_hard_links = allow_hard_links
 
     # ------------------------------------------------------------------ ingest
+    @tool("Ingest files", "write", idempotent=True)
     def ingest(
         self,
         file_paths: Annotated[
@@ -93,6 +97,7 @@ class WriteTools:
             results = self.system.ingest(paths, _metadata(metadata), update_index=False)
         return self._ingested(results, rebuild_index)
 
+    @tool("Ingest text", "write", idempotent=True)
     def ingest_text(
         self,
         text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)],
@@ -129,6 +134,7 @@ class WriteTools:
         )
 
     # ------------------------------------------------------------------ chunks
+    @tool("Set a chunk's memory fields", "write", idempotent=True)
     def set_chunk_tags(
         self,
         doc_id: DocId,
@@ -166,6 +172,7 @@ class WriteTools:
             record = self.system.set_chunk_tags(doc_id, chunk_index, **changes)
         return ChunkOut.model_validate(record, from_attributes=True)
 
+    @tool("Delete a document", "destructive", idempotent=True)
     def delete_document(
         self,
         doc_id: DocId,
@@ -184,6 +191,7 @@ class WriteTools:
         return DeleteOutput(doc_id=doc_id, chunks_removed=removed, index=index, index_error=error)
 
     # ------------------------------------------------------------------- index
+    @tool("Update the index", "write", idempotent=True)
     def update_index(self) -> IndexUpdateOut:
         """Take the chunks added and deleted since the last publish into the index.
 
@@ -192,6 +200,7 @@ class WriteTools:
         """
         return IndexUpdateOut.model_validate(self.system.update_index(), from_attributes=True)
 
+    @tool("Rebuild the index", "write", idempotent=True)
     def rebuild_index(self) -> IndexUpdateOut:
         """Build a fresh index from every stored vector (never re-embeds); for repairs.
 
@@ -209,6 +218,7 @@ class WriteTools:
             )
 
     # -------------------------------------------------------------- forgetting
+    @tool("Forget weak chunks", "destructive")
     def run_forgetting_batch(
         self,
         time_weight: Annotated[Weight | None, Field(description="default: server setting")] = None,
@@ -254,6 +264,7 @@ class WriteTools:
             )
         return ForgettingReportOut.model_validate(report.to_dict())
 
+    @tool("Restore forgotten chunks", "write", idempotent=True)
     def restore_archived(
         self,
         run_id: Annotated[

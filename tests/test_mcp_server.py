@@ -26,7 +26,10 @@ from serving.__main__ import parse_args
 from serving.errors import WriteLock, tool_errors
 from serving.harness import REPO, StoreLayout, error_text, snapshot, structured
 from serving.loading import DEFAULT_POLICY, LoadPolicy
+from serving.read_tools import ReadTools
 from serving.server import build_server
+from serving.toolspec import tool, tool_specs
+from serving.write_tools import WriteTools
 
 
 @pytest.fixture
@@ -171,6 +174,40 @@ async def test_an_unchanged_ingest_brings_a_lagging_index_up(
     assert out["results"][0]["status"] == "unchanged"
     assert out["index"]["added"] == 1
     assert not system.index_due()
+
+
+class _Tools:
+    """Tools declared out of the order of ``tools/list``, and one public helper."""
+
+    @tool("Forget", "destructive")
+    def forget(self) -> None: ...
+
+    @tool("Read", "read")
+    def read(self) -> None: ...
+
+    @tool("Write", "write", idempotent=True)
+    def write(self) -> None: ...
+
+    def _helper(self) -> None: ...
+
+
+class _Undeclared(_Tools):
+    def sneaky(self) -> None: ...
+
+
+def test_each_tool_declares_its_kind_beside_it_and_is_listed_by_kind() -> None:
+    assert [(s.name, s.kind, s.idempotent) for s in tool_specs(_Tools)] == [
+        ("read", "read", False),
+        ("write", "write", True),
+        ("forget", "destructive", False),
+    ]
+    with pytest.raises(TypeError, match=r"_Undeclared\.sneaky is public but declares no tool"):
+        tool_specs(_Undeclared)
+
+
+def test_read_tools_only_read_and_write_tools_do_not_claim_to() -> None:
+    assert {s.kind for s in tool_specs(ReadTools)} == {"read"}
+    assert {s.kind for s in tool_specs(WriteTools)} == {"write", "destructive"}
 
 
 def test_library_and_storage_errors_become_tool_errors() -> None:
