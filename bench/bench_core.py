@@ -166,7 +166,7 @@ COLD_OPEN = """
 import sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.index.backends.local.reader import IndexReader
 t1 = time.perf_counter()
 version = IndexReader(Path(sys.argv[1])).current()
 t2 = time.perf_counter()

@@ -24,7 +24,7 @@ import numpy as np
 
 from memory_pipeline.config import Settings
 from memory_pipeline.evaluation.beir import default_eval_cache
-from memory_pipeline.index.dense import search_segments
+from memory_pipeline.index.backends.local.dense import search_segments
 from memory_pipeline.search.pipeline import SearchParams
 from memory_pipeline.store import Store, now_utc
 from memory_pipeline.store.engine import sqlite_url

@@ -20,8 +20,12 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError, SettingError
+from memory_pipeline.index.backends.local.dense import (
+    DEFAULT_DENSE_INDEX,
+    DEFAULT_IVF_THRESHOLD,
+    DENSE_INDEXES,
+)
 from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
-from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, DENSE_INDEXES
 from memory_pipeline.ingest.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_MAX_CHUNK_SIZE,

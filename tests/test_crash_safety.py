@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.index.backends.local.reader import IndexReader
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.system import MemorySystem
 from tests.workers import go, spawn_ready

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_pipeline.index.dense import DenseSegment, scores_for_ids, write_segment
+from memory_pipeline.index.backends.local.dense import DenseSegment, scores_for_ids, write_segment
 
 
 def unit(rng: np.random.Generator, n: int, dim: int = 16) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_holds_is_a_membership_mask(tmp_path: Path) -> None:
 
 def _write_versions(tmp_path: Path, batches: list[np.ndarray], dim: int = 16):  # type: ignore[no-untyped-def]
     """One SegmentWriter per batch, each version starting from the last one's state."""
-    from memory_pipeline.index.dense import SegmentWriter
+    from memory_pipeline.index.backends.local.dense import SegmentWriter
 
     rng = np.random.default_rng(3)
     writer = SegmentWriter(tmp_path, 1)
@@ -71,7 +71,7 @@ def _write_versions(tmp_path: Path, batches: list[np.ndarray], dim: int = 16):  
 
 
 def test_many_small_segments_fold_into_one_beside_the_largest(tmp_path: Path) -> None:
-    from memory_pipeline.index.dense import MAX_SEGMENTS
+    from memory_pipeline.index.backends.local.dense import MAX_SEGMENTS
 
     batches = [np.arange(0, 100, dtype=np.int64)]
     batches += [np.arange(100 + 10 * i, 110 + 10 * i, dtype=np.int64) for i in range(MAX_SEGMENTS)]
@@ -88,7 +88,7 @@ def test_many_small_segments_fold_into_one_beside_the_largest(tmp_path: Path) ->
 
 
 def test_deletes_past_their_share_fold_everything_without_them(tmp_path: Path) -> None:
-    from memory_pipeline.index.dense import MAX_DELETED_FRACTION, SegmentWriter
+    from memory_pipeline.index.backends.local.dense import MAX_DELETED_FRACTION, SegmentWriter
 
     writer, _vectors = _write_versions(tmp_path, [np.arange(0, 50, dtype=np.int64)])
     doomed = np.arange(0, int(50 * MAX_DELETED_FRACTION), dtype=np.int64)  # at the share: kept

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from memory_pipeline.cli.reports import register
-from memory_pipeline.index.reader import IndexReader
-from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.backends.local.reader import IndexReader
+from memory_pipeline.index.backends.local.sparse import SparseIndex
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.memory.health import HealthFinding, HealthReport, index_health
 from memory_pipeline.store.schema import Chunk, Embedding

@@ -17,7 +17,7 @@ import pytest
 
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.index.dense import DenseSegment, search_segments, write_segment
+from memory_pipeline.index.backends.local.dense import DenseSegment, search_segments, write_segment
 from memory_pipeline.ingest.loaders import load_text
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings

@@ -189,7 +189,7 @@ def test_a_reused_inode_does_not_serve_a_stale_segment(
     stress test as "dense and sparse disagree ... only sparse")."""
     import os
 
-    from memory_pipeline.index import reader as reader_module
+    from memory_pipeline.index.backends.local import reader as reader_module
 
     real_stat = os.stat
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.index.dense import scores_for_ids, search_segments
-from memory_pipeline.index.reader import LoadedVersion
+from memory_pipeline.index.backends.local.dense import scores_for_ids, search_segments
+from memory_pipeline.index.backends.local.reader import LoadedVersion
 from memory_pipeline.ingest.loaders import load_text
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchHit

@@ -1,4 +1,4 @@
-"""Tests of the tantivy BM25 index (memory_pipeline.index.sparse)."""
+"""Tests of the tantivy BM25 index (memory_pipeline.index.backends.local.sparse)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
-from memory_pipeline.index.sparse import (
+from memory_pipeline.index.backends.local.sparse import (
     BM25_B,
     BM25_K1,
     FIELD_NORMS_TABLE,

@@ -12,7 +12,7 @@ import pytest
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError, NotFoundError
-from memory_pipeline.index.reader import IndexReader
+from memory_pipeline.index.backends.local.reader import IndexReader
 from memory_pipeline.search.pipeline import SearchParams
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters

@@ -6,7 +6,7 @@ candidates, the cross-encoder, the memory axis, MMR — runs unchanged on each. 
 database stays the source of truth everywhere: vectors are stored there, and any
 backend can be filled again from it (``rebuild-index``) without re-embedding.
 
-* ``local``: FAISS segments and tantivy files in versioned folders (``index/manager``).
+* ``local``: FAISS segments and tantivy files in versioned folders (``local/``).
 * ``pgvector``: inside the memory's PostgreSQL, written in the chunks' own transactions.
 * ``qdrant``, ``chroma``: a vector service fed from the store's change queue.
 """
@@ -54,8 +54,8 @@ def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
     """The configured backend over ``store`` for vectors of ``model_id``."""
     name = settings.index.backend
     if name == "local":
-        from memory_pipeline.index.manager import IndexWriter
-        from memory_pipeline.index.reader import IndexReader
+        from memory_pipeline.index.backends.local.manager import IndexWriter
+        from memory_pipeline.index.backends.local.reader import IndexReader
 
         if not store.read_only:
             settings.index_path.mkdir(parents=True, exist_ok=True)

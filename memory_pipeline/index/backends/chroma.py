@@ -13,7 +13,7 @@ the store's change queue (``queued``).
   collection left by a killed writer can refuse ``get`` by id: "Error finding id").
 * BM25: Chroma's full-text search cannot rank by BM25 over our tokens, so the BM25
   side is the local backend's, one tantivy partition per space
-  (``index/sparse_spaces.py``), in versioned folders under ``<index_path>/chroma-bm25``
+  (``local/sparse_spaces.py``), in versioned folders under ``<index_path>/chroma-bm25``
   published as the local index is (``index/versions.py``). Scores equal the local
   backend's, statistics included (tantivy counts deleted documents until its
   segments merge). With a Chroma server these files stay on the machine that writes
@@ -41,15 +41,15 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 
 from memory_pipeline.errors import IndexError_
-from memory_pipeline.index.backends.queued import Batch, IndexState, QueuedIndex
-from memory_pipeline.index.protocols import SparseIndex as SparseSearch
-from memory_pipeline.index.sparse import SparseIndex
-from memory_pipeline.index.sparse_spaces import (
+from memory_pipeline.index.backends.local.sparse import SparseIndex
+from memory_pipeline.index.backends.local.sparse_spaces import (
     DEFAULT_SPACE,
     PartitionedSparse,
     partition_dir,
     partition_dirs,
 )
+from memory_pipeline.index.backends.queued import Batch, IndexState, QueuedIndex
+from memory_pipeline.index.protocols import SparseIndex as SparseSearch
 from memory_pipeline.index.versions import (
     Manifest,
     clean_stale,

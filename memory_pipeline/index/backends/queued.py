@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
-from memory_pipeline.index.manager import stored_vectors
+from memory_pipeline.index.backends.local.manager import stored_vectors
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.index.versions import Manifest, now_iso, writer_lock

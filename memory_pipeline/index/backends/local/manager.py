@@ -17,11 +17,19 @@ import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
 from memory_pipeline.index import versions as v
-from memory_pipeline.index.dense import DEFAULT_DENSE_INDEX, DEFAULT_IVF_THRESHOLD, SegmentWriter
+from memory_pipeline.index.backends.local.dense import (
+    DEFAULT_DENSE_INDEX,
+    DEFAULT_IVF_THRESHOLD,
+    SegmentWriter,
+)
+from memory_pipeline.index.backends.local.reader import load_deleted
+from memory_pipeline.index.backends.local.sparse import SparseIndex
+from memory_pipeline.index.backends.local.sparse_spaces import (
+    DEFAULT_SPACE,
+    partition_dir,
+    partition_dirs,
+)
 from memory_pipeline.index.protocols import DenseWriter, SparseWriter
-from memory_pipeline.index.reader import load_deleted
-from memory_pipeline.index.sparse import SparseIndex
-from memory_pipeline.index.sparse_spaces import DEFAULT_SPACE, partition_dir, partition_dirs
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.store import Store
 from memory_pipeline.store.failures import INDEX_UNCHANGED, storage_error

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from memory_pipeline.index import bm25
-from memory_pipeline.index.sparse import SparseIndex
+from memory_pipeline.index.backends.local.sparse import SparseIndex
 from memory_pipeline.spaces import DEFAULT_SPACE
 
 __all__ = ["DEFAULT_SPACE", "PartitionedSparse", "partition_dir", "partition_dirs"]

@@ -41,8 +41,7 @@ import tantivy
 
 from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
 from memory_pipeline.index import bm25
-from memory_pipeline.index.bm25 import FIELD_NORMS_TABLE, quantize_length
-from memory_pipeline.index.sparse_files import (
+from memory_pipeline.index.backends.local.sparse_files import (
     BODY_FIELD,
     ID_FIELD,
     check_schema,
@@ -50,6 +49,7 @@ from memory_pipeline.index.sparse_files import (
     read_meta,
     schema,
 )
+from memory_pipeline.index.bm25 import FIELD_NORMS_TABLE, quantize_length
 
 __all__ = [
     "BM25_B",

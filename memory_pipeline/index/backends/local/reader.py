@@ -11,10 +11,10 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from memory_pipeline.index.dense import DenseSegment, SegmentedDense
+from memory_pipeline.index.backends.local.dense import DenseSegment, SegmentedDense
+from memory_pipeline.index.backends.local.sparse_spaces import PartitionedSparse
 from memory_pipeline.index.protocols import DenseIndex
 from memory_pipeline.index.protocols import SparseIndex as SparseSearch
-from memory_pipeline.index.sparse_spaces import PartitionedSparse
 from memory_pipeline.index.versions import Manifest, dir_size, pointer_stamp, read_current
 
 _SegmentKey = tuple[str, int, int, int, int]
