@@ -26,6 +26,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from memory_pipeline.config import DEFAULT_INDEX_DEBOUNCE_SECONDS
 from memory_pipeline.errors import IndexError_
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job, update_index_job
@@ -52,7 +53,6 @@ __all__ = [
 
 SOURCE_INTERVAL_SECONDS = 15
 INDEX_INTERVAL_SECONDS = 10
-DEFAULT_DEBOUNCE_SECONDS = 20
 ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -131,7 +131,7 @@ def _stale_token_rules(index_root: Path) -> int | None:
 
 
 def build_pending_index_sensor(
-    debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
+    debounce_seconds: float = DEFAULT_INDEX_DEBOUNCE_SECONDS,
 ) -> dg.SensorDefinition:
     """The index-lag sensor with its quiet period fixed at the composition root."""
 
