@@ -28,12 +28,12 @@ from typing import Any
 
 from filelock import FileLock
 
-from memory_pipeline.config import Settings
+from memory_pipeline.config import DEFAULT_UI_URL, Settings, pipeline_variable
 
-WEBHOOK_ENV = "MEMORY_PIPELINE_ALERT_WEBHOOK"
-LOG_ENV = "MEMORY_PIPELINE_ALERT_LOG"
-UI_URL_ENV = "MEMORY_PIPELINE_UI_URL"
-DEFAULT_UI_URL = "http://127.0.0.1:3000"
+WEBHOOK_ENV = pipeline_variable("alert_webhook")
+LOG_ENV = pipeline_variable("alert_log")
+UI_URL_ENV = pipeline_variable("ui_url")
+__all__ = ["DEFAULT_UI_URL", "LOG_ENV", "UI_URL_ENV", "WEBHOOK_ENV"]
 LOG_NAME = "alerts.jsonl"
 MAX_MESSAGE = 300  # a chat line, not a traceback; the link leads to the rest
 

@@ -4,6 +4,11 @@ Every setting is a field of one section (search, memory axis, forgetting, index,
 whose alias is its ``HYBRID_RAG_*`` variable; its default is taken from the module
 that uses it, so it is written once. ``Settings()`` never reads the environment:
 ``Settings.from_env(env)`` does, and refuses a bad value with the variable's name.
+
+``PipelineSettings`` is the Dagster pipeline's section (sources file, checks, golden
+set, alerts), built the same way from ``MEMORY_PIPELINE_*`` variables. It is read
+beside ``Settings`` by the Dagster composition root, and kept out of ``Settings``'
+fields: those are the memory's, carried to every run as ``HYBRID_RAG_*`` variables.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -534,3 +547,108 @@ def _invalid(exc: ValidationError) -> InvalidInputError:
     else:
         message = f"{field}: {err['msg']}, got {got!r}"
     return SettingError(var, field, message)
+
+
+# The Dagster pipeline's section. Its defaults live here, the lowest layer that knows
+# them: the Dagster modules (layer 4) that use them import them from this one place.
+DEFAULT_TAG_COVERAGE_FLOOR = 0.5  # share of chunks with a tag below which the check warns
+DEFAULT_INDEX_DEBOUNCE_SECONDS = 20  # quiet period of the index queue before update_index
+DEFAULT_EVAL_MARGIN = 0.02  # absolute drop in nDCG@10 / Recall@10 that fails the gate
+DEFAULT_UI_URL = "http://127.0.0.1:3000"  # links in alerts point into this Dagster UI
+_TRUE = frozenset({"1", "true", "yes", "on"})
+#: field -> (lowest, highest or None) of the pipeline's numbers
+_PIPELINE_BOUNDS: dict[str, tuple[float, float | None]] = {
+    "tag_coverage_floor": (0.0, 1.0),
+    "index_debounce_seconds": (0.0, None),
+    "eval_margin": (0.0, 1.0),
+}
+
+
+def _pipeline_var(name: str, default: Any = None, **kw: Any) -> Any:
+    """A field read from the variable ``MEMORY_PIPELINE_<name>``, with its default."""
+    return Field(default=default, validation_alias=f"MEMORY_PIPELINE_{name}", **kw)
+
+
+class PipelineSettings(_Section):
+    """The Dagster pipeline's settings (``MEMORY_PIPELINE_*``; see docs/dagster.md)."""
+
+    sources_file: str | None = _pipeline_var("SOURCES")
+    tag_coverage_floor: float = _pipeline_var("TAG_COVERAGE_FLOOR", DEFAULT_TAG_COVERAGE_FLOOR)
+    index_debounce_seconds: float = _pipeline_var(
+        "INDEX_DEBOUNCE_SECONDS", DEFAULT_INDEX_DEBOUNCE_SECONDS
+    )
+    # The weekly schedule archives (opt-in), not only reports.
+    forgetting_archive: bool = _pipeline_var("FORGETTING_ARCHIVE", False)
+    golden_file: str | None = _pipeline_var("GOLDEN")
+    # Evaluation runs and the baseline (default: beside the golden set).
+    eval_dir: str | None = _pipeline_var("EVAL_DIR")
+    eval_margin: float = _pipeline_var("EVAL_MARGIN", DEFAULT_EVAL_MARGIN)
+    # Alerts (memory_pipeline/alerts.py). The webhook URL usually holds a secret token:
+    # kept out of repr, and never shown in the Dagster UI.
+    alert_webhook: str | None = _pipeline_var("ALERT_WEBHOOK", repr=False)
+    alert_log: str | None = _pipeline_var("ALERT_LOG")  # default: beside the index folder
+    ui_url: str = _pipeline_var("UI_URL", DEFAULT_UI_URL)
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+
+    @field_validator(*_PIPELINE_BOUNDS, mode="before")
+    @classmethod
+    def _number(cls, value: Any, info: ValidationInfo) -> Any:
+        name = str(info.field_name)
+        var = pipeline_variable(name)
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:  # blank: the default
+                return cls.model_fields[name].default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise InvalidInputError(f"{var} must be a number, got {raw!r}") from None
+        low, high = _PIPELINE_BOUNDS[name]
+        if isinstance(value, int | float) and (value < low or (high is not None and value > high)):
+            bound = f"[{low:g}, {high:g}]" if high is not None else f"≥ {low:g}"
+            raise InvalidInputError(f"{var} must be {bound}, got {value:g}")
+        return value
+
+    @field_validator("forgetting_archive", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """On for 1/true/yes/on; anything else leaves the archive off."""
+        return value.strip().lower() in _TRUE if isinstance(value, str) else value
+
+    @field_validator("alert_webhook", "ui_url", mode="before")
+    @classmethod
+    def _http_url(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        name = str(info.field_name)
+        raw = value.strip()
+        if not raw:
+            return cls.model_fields[name].default
+        if not raw.lower().startswith(("http://", "https://")):
+            secret = cls.model_fields[name].repr is False  # a webhook URL may carry its token
+            shown = "" if secret else f", got {raw!r}"
+            var = pipeline_variable(name)
+            raise InvalidInputError(f"{var} must be an http:// or https:// URL{shown}")
+        return raw
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PipelineSettings:
+        """The pipeline's settings from ``MEMORY_PIPELINE_*`` variables; an empty one is
+        unset (the default), a bad one refused with the variable's name."""
+        env = os.environ if env is None else env
+        values = {
+            var: env[var]
+            for var in (pipeline_variable(name) for name in cls.model_fields)
+            if env.get(var, "") != ""
+        }
+        return cls(**values)
+
+
+def pipeline_variable(field: str) -> str:
+    """The ``MEMORY_PIPELINE_*`` variable that sets ``field`` (e.g. ``alert_log``)."""
+    return str(PipelineSettings.model_fields[field].validation_alias)

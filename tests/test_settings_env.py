@@ -196,3 +196,69 @@ def test_the_forgetting_defaults_are_the_configured_ones(tmp_path) -> None:  # t
         assert report.params["grace_days"] == 0  # the default 30 would shield the new note
     finally:
         system.close()
+
+
+# The Dagster pipeline's section: MEMORY_PIPELINE_* variables, read by the same model.
+PIPELINE_REFUSED = [
+    ("MEMORY_PIPELINE_TAG_COVERAGE_FLOOR", "1.5", "must be [0, 1], got 1.5"),
+    ("MEMORY_PIPELINE_TAG_COVERAGE_FLOOR", "abc", "must be a number, got 'abc'"),
+    ("MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS", "x", "must be a number, got 'x'"),
+    ("MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS", "-1", "must be ≥ 0, got -1"),
+    ("MEMORY_PIPELINE_EVAL_MARGIN", "2", "must be [0, 1], got 2"),
+    ("MEMORY_PIPELINE_EVAL_MARGIN", "-0.5", "must be [0, 1], got -0.5"),
+    ("MEMORY_PIPELINE_UI_URL", "localhost:3000", "must be an http:// or https:// URL, got "),
+    # A webhook URL may carry its token: the message does not repeat it.
+    ("MEMORY_PIPELINE_ALERT_WEBHOOK", "ftp://x/secret", "must be an http:// or https:// URL"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), PIPELINE_REFUSED)
+def test_a_bad_pipeline_setting_is_refused_by_name(name: str, value: str, message: str) -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    with pytest.raises(InvalidInputError) as info:
+        PipelineSettings.from_env({name: value})
+    shown = f"{name} {message}" + (repr(value) if message.endswith("got ") else "")
+    assert str(info.value) == shown
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "expected"),
+    [
+        ({}, "sources_file", None),
+        ({"MEMORY_PIPELINE_SOURCES": ""}, "sources_file", None),
+        ({"MEMORY_PIPELINE_SOURCES": "s.yaml"}, "sources_file", "s.yaml"),
+        ({}, "tag_coverage_floor", 0.5),
+        ({"MEMORY_PIPELINE_TAG_COVERAGE_FLOOR": "  "}, "tag_coverage_floor", 0.5),
+        ({"MEMORY_PIPELINE_TAG_COVERAGE_FLOOR": " 0.25 "}, "tag_coverage_floor", 0.25),
+        ({}, "index_debounce_seconds", 20),
+        ({"MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS": "0"}, "index_debounce_seconds", 0),
+        ({}, "forgetting_archive", False),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": " YES "}, "forgetting_archive", True),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": "1"}, "forgetting_archive", True),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": "maybe"}, "forgetting_archive", False),
+        ({"MEMORY_PIPELINE_GOLDEN": "g.yaml"}, "golden_file", "g.yaml"),
+        ({"MEMORY_PIPELINE_EVAL_DIR": "e"}, "eval_dir", "e"),
+        ({}, "eval_margin", 0.02),
+        ({"MEMORY_PIPELINE_EVAL_MARGIN": "0.1"}, "eval_margin", 0.1),
+        ({}, "alert_webhook", None),
+        ({"MEMORY_PIPELINE_ALERT_WEBHOOK": " https://h/x "}, "alert_webhook", "https://h/x"),
+        ({"MEMORY_PIPELINE_ALERT_LOG": "a.jsonl"}, "alert_log", "a.jsonl"),
+        ({}, "ui_url", "http://127.0.0.1:3000"),
+        ({"MEMORY_PIPELINE_UI_URL": ""}, "ui_url", "http://127.0.0.1:3000"),
+        ({"MEMORY_PIPELINE_UI_URL": "HTTP://h:1"}, "ui_url", "HTTP://h:1"),
+    ],
+)
+def test_pipeline_settings_are_read_with_their_defaults(
+    env: dict[str, str], field: str, expected: object
+) -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    assert getattr(PipelineSettings.from_env(env), field) == expected
+
+
+def test_the_webhook_url_is_kept_out_of_the_repr() -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    settings = PipelineSettings.from_env({"MEMORY_PIPELINE_ALERT_WEBHOOK": "https://h/s3cret"})
+    assert "s3cret" not in repr(settings)

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from memory_pipeline.config import pipeline_variable
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.health import render_table
 from memory_pipeline.sources.config import SourcesConfig, load_sources
@@ -25,7 +26,7 @@ from memory_pipeline.sources.ledger import open_ledger, read_ledger
 from memory_pipeline.sources.status import FileStatus, missing_roots, sources_status
 from memory_pipeline.sources.sync import apply_sync, plan_sync
 
-SOURCES_ENV = "MEMORY_PIPELINE_SOURCES"
+SOURCES_ENV = pipeline_variable("sources_file")
 MakeSystem = Callable[[argparse.Namespace], Any]
 
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from memory_pipeline.config import Settings
+from memory_pipeline.alerts import resolve_log_path
+from memory_pipeline.config import PipelineSettings, Settings
 from memory_pipeline.pipeline import alerts
-from memory_pipeline.pipeline.config import PipelineSettings
 from memory_pipeline.pipeline.evaluation import assets as evaluation_assets
 from memory_pipeline.pipeline.evaluation import checks as evaluation_checks
 from memory_pipeline.pipeline.evaluation import jobs as evaluation_jobs
@@ -41,7 +41,7 @@ def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
             ingestion_sensors.build_pending_index_sensor(pipeline.index_debounce_seconds),
             maintenance_sensors.first_publication_sensor,
             alerts.build_alerts_sensor(
-                log_path=pipeline.alert_log_path(settings.index_path),
+                log_path=resolve_log_path(pipeline.alert_log, settings.index_path),
                 webhook_url=pipeline.alert_webhook,
                 ui_url=pipeline.ui_url,
             ),

@@ -12,6 +12,7 @@ from pydantic import Field, PrivateAttr
 
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.sources.config import SourcesConfig, load_sources
+from memory_pipeline.sources.watch import WatchedStore
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store import Store
 from memory_pipeline.system import MemorySystem
@@ -30,7 +31,8 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     own, given as ``dg.EnvVar`` by the composition root, so a secret never appears in the UI.
 
     ``system()`` builds the whole system (the embedder loads its model lazily, on
-    first use); ``store()`` is the database alone, for sensors that only count.
+    first use); ``store()`` is the database alone, for assets and checks that read it;
+    ``watched()`` is the narrow view of it that sensors ask (``WatchedStore``).
     """
 
     database_url: str | None = None
@@ -67,8 +69,8 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def spaces(self) -> Spaces:
         """The one space binding of this resource (``HYBRID_RAG_SPACE``, ``..._READ_SPACES``):
-        ``system()`` and ``store()`` both open theirs with it, so what a run writes is
-        where a sensor or a check looks."""
+        ``system()`` and ``store()`` (so ``watched()``) all open theirs with it, so what a
+        run writes is where a sensor or a check looks."""
         return self.settings().spaces()
 
     def system(self) -> MemorySystem:
@@ -82,6 +84,11 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         if self._store is None:
             self._store = Store(self.settings().url, spaces=self.spaces())
         return self._store
+
+    def watched(self) -> WatchedStore:
+        """What a sensor may ask of the store: the source files' documents and the queue of
+        index changes, bound to the same spaces as ``store()`` and ``system()``."""
+        return self.store()
 
     def teardown_after_execution(self, context: Any) -> None:
         if self._system is not None:

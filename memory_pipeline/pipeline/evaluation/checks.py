@@ -2,14 +2,13 @@
 
 import dagster as dg
 
+from memory_pipeline.config import DEFAULT_EVAL_MARGIN
 from memory_pipeline.evaluation import regression
 from memory_pipeline.pipeline.evaluation.assets import retrieval_eval
 from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 
-DEFAULT_MARGIN = 0.02  # absolute drop in nDCG@10 / Recall@10 that fails the gate
 
-
-def build_checks(*, margin: float = DEFAULT_MARGIN) -> list[dg.AssetChecksDefinition]:
+def build_checks(*, margin: float = DEFAULT_EVAL_MARGIN) -> list[dg.AssetChecksDefinition]:
     @dg.asset_check(
         asset=retrieval_eval,
         name="eval_regression",

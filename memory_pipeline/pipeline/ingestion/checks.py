@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from memory_pipeline.config import DEFAULT_TAG_COVERAGE_FLOOR
 from memory_pipeline.memory.health import HealthFinding, HealthReport
 from memory_pipeline.pipeline.ingestion.assets import embeddings, search_index
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
@@ -24,7 +25,6 @@ from memory_pipeline.sources.status import describe_not_ingested, not_ingested, 
 
 VECTOR_CHECKS = ("vectors_finite", "vector_dim", "model_ids", "missing_vectors")
 INDEX_CHECKS = ("index", "debris", "gaps", "dense_sparse")
-DEFAULT_TAG_COVERAGE_FLOOR = 0.5
 
 
 def _errors(report: HealthReport, checks: Sequence[str]) -> list[HealthFinding]:
