@@ -5,11 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class MemoryError_(Exception):
+class MemoryPipelineError(Exception):
     """Base class of every error the library raises on purpose."""
 
 
-class InvalidInputError(MemoryError_, ValueError):
+class InvalidInputError(MemoryPipelineError, ValueError):
     """An argument, a file or its metadata cannot be accepted as given."""
 
 
@@ -24,23 +24,24 @@ class SettingError(InvalidInputError):
         self.detail = detail
 
 
-class NotFoundError(MemoryError_, LookupError):
+class NotFoundError(MemoryPipelineError, LookupError):
     """A document, chunk or index version that was asked for does not exist."""
 
 
-class ModelMismatchError(MemoryError_):
+class ModelMismatchError(MemoryPipelineError):
     """Vectors or an index built with another embedding model or dimension."""
 
 
-class IndexError_(MemoryError_):
-    """The published index is missing, unreadable or cannot be written."""
+class IndexUnavailableError(MemoryPipelineError):
+    """The index cannot be used as asked: it is missing, unreadable, corrupt or of another
+    format, its backend (server or package) cannot be reached, or it cannot be written."""
 
 
-class IndexBusyError(IndexError_):
+class IndexBusyError(IndexUnavailableError):
     """Another process holds the index writer lock."""
 
 
-class ModelUnavailableError(MemoryError_):
+class ModelUnavailableError(MemoryPipelineError):
     """A configured model cannot be loaded here (no network, wrong path...)."""
 
 
@@ -52,7 +53,7 @@ class StorageFailure(StrEnum):
     IO = "io"
 
 
-class StorageError(MemoryError_):
+class StorageError(MemoryPipelineError):
     """The database or the index files could not be written (or read): a full disk, a
     read-only file or folder, an I/O error. ``kind`` says which."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from memory_pipeline.config import Settings
-from memory_pipeline.errors import MemoryError_
+from memory_pipeline.errors import MemoryPipelineError
 from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
         settings = Settings.from_env().with_flags(flags)
-    except MemoryError_ as exc:
+    except MemoryPipelineError as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
     token = (settings.serving.http_token or "").strip() or None
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             system = MemorySystem(settings, opening=Opening.PREFER_WRITABLE)
             if policy is LoadPolicy.EAGER:
                 warm_up(system)
-    except MemoryError_ as exc:
+    except MemoryPipelineError as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
     if system.store.read_only:

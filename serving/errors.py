@@ -18,7 +18,7 @@ from typing import ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from memory_pipeline.errors import MemoryError_
+from memory_pipeline.errors import MemoryPipelineError
 from memory_pipeline.store.failures import file_error
 from serving.hints import to_mcp
 
@@ -51,7 +51,7 @@ def tool_errors(fn: Callable[P, R], *, read_only: bool = False) -> Callable[P, R
             return fn(*args, **kwargs)
         except ToolError:
             raise
-        except MemoryError_ as exc:
+        except MemoryPipelineError as exc:
             raise ToolError(to_mcp(str(exc))) from exc
         except OSError as exc:  # a file the library did not name: say what it can
             unchanged = _UNCHANGED[read_only].rstrip(".")

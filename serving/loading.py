@@ -16,7 +16,7 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from memory_pipeline.errors import MemoryError_
+from memory_pipeline.errors import MemoryPipelineError
 
 if TYPE_CHECKING:  # importing the system loads the native libraries; see serving.__main__
     from memory_pipeline.system import MemorySystem
@@ -43,7 +43,7 @@ def warm_up(system: MemorySystem) -> float:
     started = time.perf_counter()
     try:
         system.query("warm-up", top_k=1, record_access=False)
-    except MemoryError_ as exc:
+    except MemoryPipelineError as exc:
         log.warning("warm-up search failed (the first call will report it): %s", exc)
     seconds = time.perf_counter() - started
     log.info("models and index loaded in %.2fs", seconds)

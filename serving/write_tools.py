@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
 
-from memory_pipeline.errors import MemoryError_
+from memory_pipeline.errors import MemoryPipelineError
 from memory_pipeline.metadata import MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import IngestResult
@@ -212,7 +212,7 @@ class WriteTools:
         """After a stored write, an index failure is reported, not raised: the write stands."""
         try:
             return self.update_index(), None
-        except (MemoryError_, OSError) as exc:
+        except (MemoryPipelineError, OSError) as exc:
             return None, (
                 f"{to_mcp(str(exc))} (the change is stored and searchable; call update_index later)"
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
 
@@ -33,7 +33,7 @@ def test_a_missing_client_names_the_extra(
     backend: str, module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # import now raises ImportError
-    with pytest.raises(IndexError_) as err:
+    with pytest.raises(IndexUnavailableError) as err:
         MemorySystem(make_settings(tmp_path, backend=backend), embedder=HashingEmbedder())
     assert f"pip install 'memory-pipeline[{backend}]'" in str(err.value)
     assert repr(module) in str(err.value)
@@ -44,7 +44,7 @@ def test_an_unreachable_server_is_named(setting: str, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
     backend = setting.split("_")[0]
     settings = make_settings(tmp_path, backend=backend).replace(**{setting: url})
-    with pytest.raises(IndexError_) as err:
+    with pytest.raises(IndexUnavailableError) as err:
         MemorySystem(settings, embedder=HashingEmbedder())
     assert f"server at {url} did not answer" in str(err.value)
 

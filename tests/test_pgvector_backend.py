@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.backends.pgvector import LOCK_KEY
 from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse
 from memory_pipeline.index.bm25 import K1 as BM25_K1
@@ -98,7 +98,7 @@ def test_a_local_memory_moves_to_pgvector_with_one_rebuild(
         local.close()
     moved = _memory(tmp_path, pgvector_url)
     try:
-        with pytest.raises(IndexError_, match="rebuild-index"):
+        with pytest.raises(IndexUnavailableError, match="rebuild-index"):
             moved.query("BM25", record_access=False)  # not silently empty
         result = moved.rebuild_index()
         assert result.n_dense == len(CORPUS_TEXTS) and moved.index_health().healthy
@@ -150,13 +150,13 @@ def test_a_filtered_dense_search_is_exact(tmp_path: Path, pgvector_url: str) -> 
 
 
 def test_sqlite_is_refused_with_what_to_set(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match="HYBRID_RAG_DATABASE_URL"):
+    with pytest.raises(IndexUnavailableError, match="HYBRID_RAG_DATABASE_URL"):
         MemorySystem(make_settings(tmp_path, backend="pgvector"), embedder=HashingEmbedder())
 
 
 def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> None:
     """Debian's PostgreSQL 15 here has no pgvector: the error says so, and what to do."""
-    with pytest.raises(IndexError_, match="CREATE EXTENSION vector"):
+    with pytest.raises(IndexUnavailableError, match="CREATE EXTENSION vector"):
         _memory(tmp_path, pg_url)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
+from memory_pipeline.errors import IndexBusyError, IndexUnavailableError, InvalidInputError
 from memory_pipeline.index.backends.local.sparse import (
     BM25_B,
     BM25_K1,
@@ -269,7 +269,7 @@ def test_reader_sees_state_committed_at_open(tmp_path: Path) -> None:
     assert [i for i, _ in reader.search(["a"], 10)] == [1]
     fresh = SparseIndex.open(path)
     assert fresh.ids().tolist() == [1, 3]
-    with pytest.raises(IndexError_, match="read-only"):
+    with pytest.raises(IndexUnavailableError, match="read-only"):
         reader.add([(4, ["c"])])
     writer.close()
 
@@ -298,22 +298,22 @@ def test_close_discards_uncommitted(tmp_path: Path) -> None:
 
 
 def test_open_errors(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match="does not exist"):
+    with pytest.raises(IndexUnavailableError, match="does not exist"):
         SparseIndex.open(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(IndexError_, match=r"meta\.json is missing"):
+    with pytest.raises(IndexUnavailableError, match=r"meta\.json is missing"):
         SparseIndex.open(tmp_path / "empty")
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "meta.json").write_text("{not json")
-    with pytest.raises(IndexError_, match="corrupt"):
+    with pytest.raises(IndexUnavailableError, match="corrupt"):
         SparseIndex.open(bad)
 
     path = tmp_path / "idx"
     build(path, [(1, ["a"]), (2, ["b"])]).close()
     for f in path.glob("*.idx"):
         f.unlink()
-    with pytest.raises(IndexError_, match="corrupt"):
+    with pytest.raises(IndexUnavailableError, match="corrupt"):
         SparseIndex.open(path)
 
     other = tmp_path / "other"
@@ -321,14 +321,14 @@ def test_open_errors(tmp_path: Path) -> None:
     meta = json.loads((other / "meta.json").read_text())
     meta["schema"][0]["name"] = "text"
     (other / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(IndexError_, match="not a sparse index"):
+    with pytest.raises(IndexUnavailableError, match="not a sparse index"):
         SparseIndex.open(other)
 
 
 def test_create_refuses_non_empty_dir(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "file").write_text("hi")
-    with pytest.raises(IndexError_, match="not empty"):
+    with pytest.raises(IndexUnavailableError, match="not empty"):
         SparseIndex.create(tmp_path / "x")
 
 
@@ -389,9 +389,9 @@ def test_clone_refuses_non_empty_destination(tmp_path: Path) -> None:
     build(tmp_path / "src", [(1, ["a"])]).close()
     (tmp_path / "dst").mkdir()
     (tmp_path / "dst" / "x").write_text("")
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnavailableError):
         SparseIndex.clone(tmp_path / "src", tmp_path / "dst")
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnavailableError):
         SparseIndex.clone(tmp_path / "missing", tmp_path / "dst2")
     (tmp_path / "empty").mkdir()
     SparseIndex.clone(tmp_path / "src", tmp_path / "empty")

@@ -19,7 +19,7 @@ from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
-from memory_pipeline.errors import MemoryError_
+from memory_pipeline.errors import MemoryPipelineError
 from memory_pipeline.index.backends.names import BACKENDS
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
@@ -361,7 +361,7 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         with contextlib.redirect_stdout(VisibleControls(sys.stdout)):  # type: ignore[type-var]
             return int(args.func(args))
-    except MemoryError_ as exc:
+    except MemoryPipelineError as exc:
         print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a file no layer below named: a full disk, a read-only folder

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from memory_pipeline.config import Settings, default_cache_dir
 from memory_pipeline.embedding.base import Embedder
-from memory_pipeline.errors import InvalidInputError, MemoryError_
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.ingest.loaders import LoadedDocument, load_text
 from memory_pipeline.metadata import MAX_TITLE_CHARS, strip_controls
 from memory_pipeline.store import Store, now_utc
@@ -315,7 +315,7 @@ class VectorCache:
                 continue
             try:
                 src = Store(sqlite_url(db))
-            except (MemoryError_, sa.exc.SQLAlchemyError):
+            except (MemoryPipelineError, sa.exc.SQLAlchemyError):
                 continue  # not a memory of ours (or another schema): nothing to take
             try:
                 self._db.executemany(

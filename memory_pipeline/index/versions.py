@@ -31,7 +31,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from memory_pipeline.durable import fsync_dir, fsync_tree
-from memory_pipeline.errors import IndexBusyError, IndexError_
+from memory_pipeline.errors import IndexBusyError, IndexUnavailableError
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 
 CURRENT = "CURRENT"
@@ -78,7 +78,7 @@ class Manifest:
     def from_json(cls, text: str) -> Manifest:
         data = json.loads(text)
         if data.get("format") != FORMAT:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"index format {data.get('format')} is not supported; run rebuild-index"
             )
         data["segments"] = [SegmentInfo(**s) for s in data["segments"]]
@@ -97,12 +97,14 @@ def read_current(root: Path) -> tuple[Manifest, Path] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise IndexError_(f"cannot read {pointer}: {exc}; run rebuild-index") from exc
+        raise IndexUnavailableError(f"cannot read {pointer}: {exc}; run rebuild-index") from exc
     vdir = root / data["dir"]
     try:
         manifest = Manifest.from_json((vdir / MANIFEST).read_text())
     except FileNotFoundError as exc:
-        raise IndexError_(f"published version folder {vdir} is missing; run rebuild-index") from exc
+        raise IndexUnavailableError(
+            f"published version folder {vdir} is missing; run rebuild-index"
+        ) from exc
     return manifest, vdir
 
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_pipeline.errors import InvalidInputError, MemoryError_
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.memory.archive import (
     append_chunks,
     archived_keys,
@@ -63,7 +63,7 @@ _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
 _SNIPPET = 100
 
 
-class ForgettingRefusedError(MemoryError_):
+class ForgettingRefusedError(MemoryPipelineError):
     """A real run would archive more than ``max_fraction`` of the live chunks."""
 
 
@@ -274,7 +274,7 @@ def run_forgetting_batch(
     index_started = time.perf_counter()
     try:
         report.index_version = writer.update().version
-    except (MemoryError_, OSError) as exc:  # the database is the truth; serving copes
+    except (MemoryPipelineError, OSError) as exc:  # the database is the truth; serving copes
         report.index_error = str(exc)
     report.timings_s["index"] = time.perf_counter() - index_started
     report.timings_s["total"] = time.perf_counter() - started

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
@@ -296,7 +296,7 @@ def check_dense_sparse(ctx: _Context) -> list[HealthFinding]:
         return []
     try:
         sparse_ids = ctx.version.stored_sparse_ids()
-    except IndexError_ as exc:
+    except IndexUnavailableError as exc:
         return [HealthFinding("dense_sparse", "error", 1, f"sparse index unreadable: {exc}")]
     dense_ids = ctx.version.member_ids()
     only_dense = np.setdiff1d(dense_ids, sparse_ids)
@@ -387,7 +387,7 @@ def index_health(
     started = time.perf_counter()
     try:
         version, (live, adds, dels) = _consistent_view(store, reader)
-    except IndexError_ as exc:
+    except IndexUnavailableError as exc:
         # An unreadable index still leaves the database and archive worth checking.
         unreadable: HealthFinding | None = HealthFinding("index", "error", 1, str(exc))
         live, adds, dels = _db_snapshot(store)

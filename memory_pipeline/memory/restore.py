@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory_pipeline.errors import InvalidInputError, MemoryError_, NotFoundError
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError, NotFoundError
 from memory_pipeline.memory.archive import (
     PENDING,
     archive_key,
@@ -262,7 +262,7 @@ def restore_archived(
         report.new_ids = {int(r["chunk_id"]): i for r, i in zip(todo, new_ids, strict=True)}
         try:
             report.index_version = writer.update().version
-        except (MemoryError_, OSError) as exc:  # the database is the truth; serving copes
+        except (MemoryPipelineError, OSError) as exc:  # the database is the truth; serving copes
             report.index_error = str(exc)
     for position, r in chosen.items():
         if position in live:

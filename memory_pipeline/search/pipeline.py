@@ -13,7 +13,7 @@ import numpy as np
 
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import (
-    IndexError_,
+    IndexUnavailableError,
     InvalidInputError,
     ModelMismatchError,
     StorageError,
@@ -146,7 +146,7 @@ class HybridSearcher:
         version = self.reader.current()  # published since the first look?
         if version is not None:
             return version
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"no published index, but {unseen} of the {held} chunks this memory holds are in "
             "no index and not queued for one, so no search can find them (was the index "
             "folder deleted?); nothing is lost: run rebuild-index (it rebuilds the index from "

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.backends.names import EXTRAS
 from memory_pipeline.index.protocols import IndexSource, IndexUpdater
 
@@ -44,7 +44,7 @@ def require(module: str, backend: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"the {backend} index backend needs the {module!r} package: "
             f"pip install 'memory-pipeline[{EXTRAS[backend]}]' (or HYBRID_RAG_INDEX_BACKEND=local)"
         ) from exc
@@ -85,4 +85,4 @@ def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
 
         chroma = open_chroma(settings, store, model_id)
         return Backend(name, chroma, chroma, chroma.close)
-    raise IndexError_(f"index backend {name!r} is not available yet")
+    raise IndexUnavailableError(f"index backend {name!r} is not available yet")

@@ -40,7 +40,7 @@ from chromadb.api.models.Collection import Collection as ChromaCollection
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.backends.local.sparse import SparseIndex
 from memory_pipeline.index.backends.local.sparse_spaces import (
     DEFAULT_SPACE,
@@ -100,7 +100,7 @@ def connect_chroma(url: str | None, path: Path | None) -> ClientAPI:
         )
         client.heartbeat()
     except (ValueError, OSError) as exc:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"the Chroma server at {url} did not answer ({exc}); start it, check "
             "HYBRID_RAG_CHROMA_URL, or use HYBRID_RAG_INDEX_BACKEND=local"
         ) from exc
@@ -278,7 +278,7 @@ class ChromaService:
         try:
             return self.client.get_collection(name, embedding_function=None)
         except NotFoundError as exc:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"the Chroma collection {name!r} named by {self.root} is missing ({exc}); "
                 "run rebuild-index"
             ) from exc
@@ -286,7 +286,7 @@ class ChromaService:
     def apply(self, removed: np.ndarray, added: Iterable[Batch], state: IndexState) -> int:
         found = read_current(self.root)
         if found is None:
-            raise IndexError_(f"no published index in {self.root}; run rebuild-index")
+            raise IndexUnavailableError(f"no published index in {self.root}; run rebuild-index")
         parent, vdir = found
         collection = self._collection(str(parent.extra["collection"]))
         gone = [str(i) for i in removed.tolist()]

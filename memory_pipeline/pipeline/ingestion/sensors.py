@@ -27,7 +27,7 @@ from pathlib import Path
 import dagster as dg
 
 from memory_pipeline.config import DEFAULT_INDEX_DEBOUNCE_SECONDS
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job, update_index_job
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
@@ -123,7 +123,7 @@ def _stale_token_rules(index_root: Path) -> int | None:
     """The published version when its BM25 terms were made by other token rules."""
     try:
         current = read_current(index_root)
-    except IndexError_:
+    except IndexUnavailableError:
         return None  # unreadable: the health check reports it; nothing to do here
     if current is None or not current[0].stale_tokens:
         return None

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from memory_pipeline.errors import IndexBusyError, IndexError_, InvalidInputError
+from memory_pipeline.errors import IndexBusyError, IndexUnavailableError, InvalidInputError
 from memory_pipeline.index import bm25
 from memory_pipeline.index.backends.local.sparse_files import (
     BODY_FIELD,
@@ -120,9 +120,11 @@ class SparseIndex:
         path = Path(path)
         if path.exists():
             if not path.is_dir():
-                raise IndexError_(f"cannot create a sparse index at {path}: it is a file.")
+                raise IndexUnavailableError(
+                    f"cannot create a sparse index at {path}: it is a file."
+                )
             if any(path.iterdir()):
-                raise IndexError_(
+                raise IndexUnavailableError(
                     f"cannot create a sparse index at {path}: the directory is not empty. "
                     "Open it with SparseIndex.open(path, writable=True), or remove it first."
                 )
@@ -130,21 +132,21 @@ class SparseIndex:
             path.mkdir(parents=True, exist_ok=True)
             index = tantivy.Index(schema(), path=str(path), reuse=False)
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"cannot create a sparse index at {path}: {exc}") from exc
+            raise IndexUnavailableError(f"cannot create a sparse index at {path}: {exc}") from exc
         return cls(path, index, writable=True)
 
     @classmethod
     def open(cls, path: Path, *, writable: bool = False) -> SparseIndex:
         """Open the index committed in ``path``.
 
-        Raises :class:`~memory_pipeline.errors.IndexError_` if the directory has no
+        Raises :class:`~memory_pipeline.errors.IndexUnavailableError` if the directory has no
         index, is corrupt or holds another schema, and
         :class:`~memory_pipeline.errors.IndexBusyError` if ``writable`` and another
         writer holds the lock.
         """
         path = Path(path)
         if not path.is_dir():
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"no sparse index at {path}: the directory does not exist. Build one with "
                 "SparseIndex.create() (or check the path / published version)."
             )
@@ -153,22 +155,22 @@ class SparseIndex:
         try:
             compatible = tantivy.Index.is_compatible(str(path))
         except (OSError, ValueError) as exc:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"sparse index at {path} is corrupt or incomplete ({exc}). Rebuild it or "
                 "restore the directory from a published copy."
             ) from exc
         if not compatible:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"sparse index at {path} was written by an incompatible tantivy version; "
                 "rebuild it with SparseIndex.create()."
             )
         try:
             index = tantivy.Index.open(str(path))
             return cls(path, index, writable=writable)
-        except IndexError_:
+        except IndexUnavailableError:
             raise
         except (OSError, ValueError, RuntimeError) as exc:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"sparse index at {path} is corrupt or incomplete ({exc}). Rebuild it or "
                 "restore the directory from a published copy."
             ) from exc
@@ -190,11 +192,13 @@ class SparseIndex:
                     f"sparse index at {self._path} is locked by another writer ({exc}). "
                     "Wait for it to finish or open the index read-only."
                 ) from exc
-            raise IndexError_(f"cannot write the sparse index at {self._path}: {exc}") from exc
+            raise IndexUnavailableError(
+                f"cannot write the sparse index at {self._path}: {exc}"
+            ) from exc
 
     def _require_writer(self) -> tantivy.IndexWriter:
         if not self._writable:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"sparse index at {self._path} was opened read-only; "
                 "use SparseIndex.open(path, writable=True) to change it."
             )
@@ -273,7 +277,9 @@ class SparseIndex:
         try:
             writer.commit()
         except (OSError, ValueError, RuntimeError) as exc:
-            raise IndexError_(f"commit to the sparse index at {self._path} failed: {exc}") from exc
+            raise IndexUnavailableError(
+                f"commit to the sparse index at {self._path} failed: {exc}"
+            ) from exc
         finally:
             # Consumes the writer (and releases its lock) once merges are done.
             self._writer = None
@@ -443,7 +449,7 @@ class SparseIndex:
             n_docs = _find_detail(explanation, "N,")
             avgdl = _find_detail(explanation, "avgdl")
             if n_docs is None or avgdl is None:
-                raise IndexError_(
+                raise IndexUnavailableError(
                     "unexpected tantivy score explanation (no 'N' / 'avgdl'); "
                     "SparseIndex.score_external needs the pinned tantivy version."
                 )

@@ -18,7 +18,7 @@ from typing import Any
 import tantivy
 
 from memory_pipeline.durable import fsync_dir, write_bytes
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 
 BODY_FIELD = "body"
 ID_FIELD = "chunk_id"
@@ -35,7 +35,7 @@ def schema() -> tantivy.Schema:
 
 
 def check_schema(path: Path, meta: dict[str, Any]) -> None:
-    """Raise IndexError_ unless ``meta`` describes the schema :func:`schema` builds."""
+    """Raise IndexUnavailableError unless ``meta`` describes the schema :func:`schema` builds."""
     fields = {f.get("name"): f for f in meta.get("schema", [])}
     body, cid = fields.get(BODY_FIELD), fields.get(ID_FIELD)
     ok = (
@@ -49,7 +49,7 @@ def check_schema(path: Path, meta: dict[str, Any]) -> None:
         and cid.get("options", {}).get("fast")
     )
     if not ok:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"{path} holds a tantivy index but not a sparse index of memory_pipeline "
             f"(expected fields {BODY_FIELD!r}: whitespace-tokenized text with frequencies, "
             f"{ID_FIELD!r}: indexed fast i64; found {sorted(k for k in fields if k)}). "
@@ -62,18 +62,18 @@ def read_meta(path: Path) -> tuple[bytes, dict[str, Any]]:
     try:
         raw = meta_path.read_bytes()
     except FileNotFoundError:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"no sparse index at {path}: {META} is missing. Build one with "
             "SparseIndex.create() (or check the path / published version)."
         ) from None
     except OSError as exc:
-        raise IndexError_(f"cannot read {meta_path}: {exc}") from exc
+        raise IndexUnavailableError(f"cannot read {meta_path}: {exc}") from exc
     try:
         meta = json.loads(raw)
         if not isinstance(meta, dict) or not isinstance(meta.get("segments"), list):
             raise ValueError("no 'segments' list")
     except ValueError as exc:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"sparse index at {path} is corrupt: {META} is not valid tantivy metadata "
             f"({exc}). Rebuild the index or restore the directory from a published copy."
         ) from exc
@@ -97,9 +97,11 @@ def clone_index(src: Path, dst: Path) -> None:
     """
     src, dst = Path(src), Path(dst)
     if not src.is_dir():
-        raise IndexError_(f"cannot clone {src}: no such index directory.")
+        raise IndexUnavailableError(f"cannot clone {src}: no such index directory.")
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
-        raise IndexError_(f"cannot clone into {dst}: it exists and is not an empty directory.")
+        raise IndexUnavailableError(
+            f"cannot clone into {dst}: it exists and is not an empty directory."
+        )
     dst.parent.mkdir(parents=True, exist_ok=True)
     last_error: Exception | None = None
     for _attempt in range(5):
@@ -113,11 +115,13 @@ def clone_index(src: Path, dst: Path) -> None:
         except FileNotFoundError as exc:  # a file was garbage-collected by a commit in src
             last_error = exc
         except OSError as exc:
-            raise IndexError_(f"cannot clone {src} to {dst}: {exc}") from exc
+            raise IndexUnavailableError(f"cannot clone {src} to {dst}: {exc}") from exc
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-    raise IndexError_(f"cannot clone {src}: it kept changing during the copy ({last_error}).")
+    raise IndexUnavailableError(
+        f"cannot clone {src}: it kept changing during the copy ({last_error})."
+    )
 
 
 def _clone_once(src: Path, dst: Path) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from memory_pipeline.errors import IndexError_, ModelMismatchError
+from memory_pipeline.errors import IndexUnavailableError, ModelMismatchError
 from memory_pipeline.index.backends.names import DEFAULT_EF_SEARCH
 from memory_pipeline.index.backends.pgvector.schema import (
     FUNCTIONS,
@@ -69,7 +69,7 @@ class PgVectorIndex:
 
     def __init__(self, store: Store, model_id: str, *, ef_search: int = DEFAULT_EF_SEARCH) -> None:
         if store.backend != "postgresql":
-            raise IndexError_(
+            raise IndexUnavailableError(
                 "the pgvector backend keeps the index in the memory's PostgreSQL database, but "
                 f"the store is {store.backend}; set HYBRID_RAG_DATABASE_URL to a PostgreSQL "
                 "server with the vector extension, or HYBRID_RAG_INDEX_BACKEND=local"
@@ -89,7 +89,7 @@ class PgVectorIndex:
                 c.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
                 c.execute(sa.text(FUNCTIONS))
         except sa.exc.DBAPIError as exc:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"the PostgreSQL at {url} cannot serve the pgvector backend: "
                 f"{str(exc.orig).strip().splitlines()[0]}; install pgvector on that server "
                 "(CREATE EXTENSION vector), or use HYBRID_RAG_INDEX_BACKEND=local"
@@ -165,7 +165,7 @@ class PgVectorIndex:
             state = read_state(c)
             if state is None:
                 if c.execute(sa.text("SELECT EXISTS (SELECT 1 FROM chunks)")).scalar():
-                    raise IndexError_(
+                    raise IndexUnavailableError(
                         "the memory holds chunks but the pgvector index was never built for "
                         "them (they were indexed by another backend); run rebuild-index once "
                         "(it fills the index from the stored vectors)"

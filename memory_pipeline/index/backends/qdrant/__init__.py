@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index import bm25
 from memory_pipeline.index.backends.qdrant.client import connect, release
 from memory_pipeline.index.backends.qdrant.search import (
@@ -90,7 +90,7 @@ class QdrantService:
             if a.alias_name == self.alias:
                 return a.collection_name
         if self.client.collection_exists(self.alias):
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"Qdrant holds a collection named {self.alias!r} that this memory did not make; "
                 "choose another HYBRID_RAG_INDEX_COLLECTION or remove that collection"
             )
@@ -102,7 +102,7 @@ class QdrantService:
             return None
         meta = self.client.get_collection(target).config.metadata or {}
         if "model_id" not in meta:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"the Qdrant collection {target!r} has no index metadata; run rebuild-index"
             )
         state = IndexState(
@@ -136,7 +136,9 @@ class QdrantService:
         target = self._target()
         found = self._read()
         if target is None or found is None:
-            raise IndexError_(f"the Qdrant alias {self.alias!r} is gone; run rebuild-index")
+            raise IndexUnavailableError(
+                f"the Qdrant alias {self.alias!r} is gone; run rebuild-index"
+            )
         totals = found[1]
         self._forget(target, removed.tolist(), totals)
         for batch in added:

@@ -9,7 +9,7 @@ from typing import Any
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 
 # Local mode locks its folder: every memory of this process on one folder shares a
 # client, which the last of them to close releases (folder -> [client, memories open]).
@@ -49,7 +49,7 @@ def connect(url: str | None, api_key: str | None, path: Path | None) -> QdrantCl
         try:
             client = QdrantClient(path=key)
         except RuntimeError as exc:
-            raise IndexError_(
+            raise IndexUnavailableError(
                 f"{exc} Set HYBRID_RAG_QDRANT_URL to a Qdrant server to share the index "
                 "between processes"
             ) from exc
@@ -59,7 +59,7 @@ def connect(url: str | None, api_key: str | None, path: Path | None) -> QdrantCl
     try:
         client.get_collections()
     except (ResponseHandlingException, UnexpectedResponse, OSError) as exc:
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"the Qdrant server at {url} did not answer ({exc}); start it, check "
             "HYBRID_RAG_QDRANT_URL and HYBRID_RAG_QDRANT_API_KEY, or use "
             "HYBRID_RAG_INDEX_BACKEND=local"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from memory_pipeline.errors import IndexError_
+from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index import bm25
 from memory_pipeline.index.versions import Manifest, dir_size
 
@@ -178,7 +178,7 @@ class QdrantSparse:
 def _dense_of(point: models.Record) -> list[float]:
     vectors = point.vector
     if not isinstance(vectors, dict):
-        raise IndexError_(
+        raise IndexUnavailableError(
             f"Qdrant point {point.id} has no named vector {DENSE!r}; run rebuild-index"
         )
     return vectors[DENSE]  # type: ignore[return-value]
