@@ -17,9 +17,9 @@ from memory_pipeline.evaluation.runner import EvalQuery, _score_query
 from memory_pipeline.evaluation.variants import ChunkRef
 from memory_pipeline.ingest.relative_dates import resolve_relative_dates
 from memory_pipeline.ingest.turns import TurnIndexing, TurnText, chunk_turns, index_text
-from memory_pipeline.sources.config import load_sources
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.sources.sync import SyncReport, apply_sync, plan_sync
 from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.system import MemorySystem

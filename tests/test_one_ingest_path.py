@@ -11,8 +11,8 @@ import pytest
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.ingest import loaders
 from memory_pipeline.sources import status, sync
-from memory_pipeline.sources.config import load_sources
 from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
 from tests.test_pipeline_support import make_corpus

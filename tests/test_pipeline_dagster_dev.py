@@ -313,8 +313,8 @@ def test_a_killed_run_worker_loses_no_file_and_leaves_no_slot_claimed(
     anyway with no human action. Each failed run reaches the webhook and the alert log
     once, and so does the job's recovery."""
     from memory_pipeline.pipeline.launcher import worker_pid
-    from memory_pipeline.sources.config import load_sources
     from memory_pipeline.sources.ledger import read_ledger
+    from memory_pipeline.sources.sources_file import load_sources
     from memory_pipeline.sources.status import not_ingested
     from memory_pipeline.store import Store
 

@@ -8,7 +8,7 @@ import pytest
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.metadata import KnowledgeType
-from memory_pipeline.sources.config import SourceKind, glob_regex, load_sources
+from memory_pipeline.sources.sources_file import SourceKind, glob_regex, load_sources
 from memory_pipeline.sources.status import scan
 from tests.test_pipeline_support import make_corpus
 

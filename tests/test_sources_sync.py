@@ -12,8 +12,8 @@ import pytest
 
 from memory_pipeline.cli.sources import register
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
+from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
 from memory_pipeline.sources.status import FileState, sources_status
 from memory_pipeline.sources.sync import SyncReport, apply_sync, plan_sync
 from memory_pipeline.system import MemorySystem, doc_id_for

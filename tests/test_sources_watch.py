@@ -16,8 +16,8 @@ import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.sources import watch
-from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
 from memory_pipeline.sources.status import scan
 from memory_pipeline.sources.sync import apply_sync, plan_sync
 from memory_pipeline.sources.watch import (

@@ -413,8 +413,8 @@ def test_a_bad_space_is_named_by_where_it_came_from(
 
 def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
     from memory_pipeline.sources import sync
-    from memory_pipeline.sources.config import load_sources
     from memory_pipeline.sources.ledger import open_ledger
+    from memory_pipeline.sources.sources_file import load_sources
 
     (tmp_path / "notes").mkdir()
     (tmp_path / "principles").mkdir()
@@ -453,7 +453,7 @@ def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
 
 
 def test_a_bad_space_in_the_sources_file_is_named(tmp_path: Path) -> None:
-    from memory_pipeline.sources.config import load_sources
+    from memory_pipeline.sources.sources_file import load_sources
 
     (tmp_path / "notes").mkdir()
     sources = tmp_path / "sources.yaml"

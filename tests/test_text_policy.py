@@ -19,8 +19,8 @@ from memory_pipeline.cli.main import main
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.metadata import MAX_TAG_CHARS, check_text
-from memory_pipeline.sources.config import load_sources
 from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.sources.sync import apply_sync, plan_sync
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.sources.config import load_sources
 from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.sources.sync import SyncReport, apply_sync, plan_sync
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from memory_pipeline.cli.flags import add_all_spaces, positive_int
 from memory_pipeline.cli.sources import SOURCES_ENV
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.sources.config import load_sources
 from memory_pipeline.sources.ledger import read_ledger
+from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.sources.status import describe_not_ingested, not_ingested
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from typing import Any
 from memory_pipeline.config import pipeline_variable
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.health import render_table
-from memory_pipeline.sources.config import SourcesConfig, load_sources
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
+from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
 from memory_pipeline.sources.status import FileStatus, missing_roots, sources_status
 from memory_pipeline.sources.sync import apply_sync, plan_sync
 

@@ -11,7 +11,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from memory_pipeline.config import Settings, variable
-from memory_pipeline.sources.config import SourcesConfig, load_sources
+from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
 from memory_pipeline.sources.watch import WatchedStore
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store import Store

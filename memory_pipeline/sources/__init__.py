@@ -4,8 +4,8 @@ Plain library code (no Dagster): the pipeline's sensors and assets, and the
 ``memory-pipeline sources`` commands, are thin adapters over it.
 """
 
-from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, load_sources
 from memory_pipeline.sources.ledger import Ledger, open_ledger, read_ledger
+from memory_pipeline.sources.sources_file import SourceKind, SourceRoot, SourcesConfig, load_sources
 from memory_pipeline.sources.status import FileState, FileStatus, SourceFile, scan, sources_status
 from memory_pipeline.sources.sync import SyncPlan, SyncReport, apply_sync, plan_sync
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Protocol, Self
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.conversations import (
     Conversation,
     Reader,
@@ -26,6 +25,7 @@ from memory_pipeline.sources.conversations import (
     parse_claude_code_session,
 )
 from memory_pipeline.sources.ledger import FAILED, Ledger
+from memory_pipeline.sources.sources_file import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.spaces import Spaces, doc_id_in_space
 from memory_pipeline.types import ChunkRecord, DocumentInfo

@@ -24,9 +24,9 @@ from memory_pipeline.config import Settings
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.ingest.loaders import LoadedDocument, load_file
 from memory_pipeline.metadata import ChunkMetadata, validate_metadata
-from memory_pipeline.sources.config import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.ledger import FAILED, OK, Ledger
+from memory_pipeline.sources.sources_file import SourceKind, SourceRoot, SourcesConfig, absolute
 from memory_pipeline.sources.status import (
     READERS,
     FileState,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memory_pipeline.sources.config import SourcesConfig
 from memory_pipeline.sources.ledger import read_ledger
+from memory_pipeline.sources.sources_file import SourcesConfig
 from memory_pipeline.sources.status import (
     SourceFile,
     StoreView,
