@@ -35,13 +35,13 @@ from memory_pipeline.ingest.loaders import (
     normalized_content_hash,
 )
 from memory_pipeline.ingest.turns import chunk_turns
+from memory_pipeline.memory.axis import memory_rerank
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.forgetting import (
     ForgettingReport,
     run_forgetting_batch,
 )
 from memory_pipeline.memory.health import HealthReport, index_health
-from memory_pipeline.memory.rerank import memory_rerank
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
 from memory_pipeline.memory.stats import SystemStats, system_stats
@@ -53,10 +53,10 @@ from memory_pipeline.metadata import (
     check_texts,
     validate_metadata,
 )
+from memory_pipeline.search.cross_encoder import Reranker, load_reranker
 from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.pipeline import HybridSearcher
-from memory_pipeline.search.rerank import Reranker, load_reranker
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, doc_id_in_space
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.engine import sqlite_file

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from memory_pipeline.errors import InvalidInputError, ModelUnavailableError
-from memory_pipeline.search.rerank import (
+from memory_pipeline.search.cross_encoder import (
     RERANKER_ENV_VAR,
     CrossEncoderReranker,
     Reranker,

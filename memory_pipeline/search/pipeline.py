@@ -20,9 +20,10 @@ from memory_pipeline.errors import (
 )
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
-from memory_pipeline.memory.rerank import memory_rerank
+from memory_pipeline.memory.axis import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields
 from memory_pipeline.runtimes import mismatch_hint
+from memory_pipeline.search.cross_encoder import Reranker
 from memory_pipeline.search.fusion import (
     FUSION_METHODS,
     Fusion,
@@ -33,7 +34,6 @@ from memory_pipeline.search.fusion import (
 from memory_pipeline.search.mmr import mmr_select
 from memory_pipeline.search.params import SearchParams
 from memory_pipeline.search.phrasings import embed_phrasings, phrasings
-from memory_pipeline.search.rerank import Reranker
 from memory_pipeline.search.retrieval import Retriever
 from memory_pipeline.search.run import Run, Timer
 from memory_pipeline.store import Store
