@@ -4,43 +4,25 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import hashlib
-import logging
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
-from sqlalchemy.exc import IntegrityError
 
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
-from memory_pipeline.errors import (
-    InvalidInputError,
-    NotFoundError,
-    StorageError,
-    StorageFailure,
-)
+from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.index.backends import open_backend
 from memory_pipeline.index.protocols import IndexView
-from memory_pipeline.ingest.chunking import chunk_document
-from memory_pipeline.ingest.dates import date_for_existing, derive_source_date
-from memory_pipeline.ingest.loaders import (
-    LoadedDocument,
-    load_file,
-    load_text,
-    normalized_content_hash,
-)
-from memory_pipeline.ingest.turns import chunk_turns
+from memory_pipeline.ingest.loaders import LoadedDocument
+from memory_pipeline.ingest.pipeline import Ingestor
+from memory_pipeline.ingest.pipeline import doc_id_for as doc_id_for  # re-exported for callers
 from memory_pipeline.memory.axis import memory_rerank
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
-from memory_pipeline.memory.forgetting import (
-    ForgettingReport,
-    run_forgetting_batch,
-)
+from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_batch
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
@@ -57,106 +39,22 @@ from memory_pipeline.search.cross_encoder import Reranker, load_reranker
 from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.pipeline import HybridSearcher
-from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, doc_id_in_space
-from memory_pipeline.store import Store, content_sha, now_utc
-from memory_pipeline.store.engine import sqlite_file
-from memory_pipeline.store.failures import storage_error
+from memory_pipeline.spaces import Spaces
+from memory_pipeline.store.opening import Opening, open_store
 from memory_pipeline.types import (
     ChunkRecord,
-    DocumentInfo,
     IndexUpdateResult,
     IngestResult,
-    NewChunk,
     SearchFilters,
     SearchHit,
     SearchResult,
 )
-
-log = logging.getLogger(__name__)
-
-# A per-document embedding bar only for long documents; the ingest bar covers the rest.
-_EMBED_BAR_MIN = 128
-_FRONT_MATTER_FIELDS = ("knowledge_type", "importance", "tags", "source_date", "title")
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    loaded: LoadedDocument
-    meta: ChunkMetadata
-    source_date_rule: str | None
-
-
-@dataclass(frozen=True)
-class _Planned:
-    """A new document, chunked, waiting for its vectors."""
-
-    prepared: _Prepared
-    doc_id: str
-    content_hash: str
-    chunks: list[NewChunk]
-
-
-# New chunks embedded per call: large batches keep the model busy, small enough to store
-# (and show progress) as the work goes on.
-EMBED_GROUP = 256
-
-
-def _embedding_groups(
-    planned: Sequence[_Planned | IngestResult],
-) -> Iterator[list[_Planned | IngestResult]]:
-    """Consecutive runs of documents holding about EMBED_GROUP new chunks each."""
-    group: list[_Planned | IngestResult] = []
-    size = 0
-    for item in planned:
-        group.append(item)
-        size += len(item.chunks) if isinstance(item, _Planned) else 0
-        if size >= EMBED_GROUP:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
 
 
 def _check_doc_id(doc_id: object) -> None:
     if not isinstance(doc_id, str) or not doc_id:
         raise InvalidInputError(f"doc_id must be a non-empty string, got {doc_id!r}")
     check_text("doc_id", doc_id)
-
-
-def doc_id_for(raw: bytes, space: str = DEFAULT_SPACE) -> str:
-    """Documents are named by their bytes (and their space): identical content, identical id."""
-    return doc_id_in_space(hashlib.sha256(raw).hexdigest(), space)
-
-
-class Opening(StrEnum):
-    """How a memory opens its database."""
-
-    WRITABLE = "writable"  # every command that writes; a read-only file is an error
-    READ_ONLY = "read_only"  # reports and searches that record nothing: never writes
-    PREFER_WRITABLE = "prefer_writable"  # a search, a server: read-only if it must be
-
-
-def _open_store(url: str, spaces: Spaces, opening: Opening) -> Store:
-    if opening is not Opening.PREFER_WRITABLE:
-        return Store(url, spaces=spaces, read_only=opening is Opening.READ_ONLY)
-    try:
-        return Store(url, spaces=spaces)
-    except StorageError as exc:
-        if exc.kind is not StorageFailure.READ_ONLY:
-            raise
-        log.info("opening the database read-only: %s", exc)
-        return Store(url, spaces=spaces, read_only=True)
-
-
-def _make_folder(path: Path, *, required: bool) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        error = storage_error(exc, f"the index folder {path}", "nothing was written yet")
-        if error is None:
-            raise
-        if required or error.kind is not StorageFailure.READ_ONLY:
-            raise error from exc
 
 
 class MemorySystem:
@@ -177,13 +75,10 @@ class MemorySystem:
         unpacked, exported)."""
         self.settings = settings
         self.spaces = spaces or settings.spaces()
-        db_file = sqlite_file(settings.url)
-        if opening is Opening.READ_ONLY and (db_file is None or not db_file.exists()):
-            opening = Opening.WRITABLE  # a new memory is made as any command would make it
-        if settings.index.backend == "local" and opening is not Opening.READ_ONLY:
-            # Its folder first: often beside the database, whose folder it may create.
-            _make_folder(settings.index_path, required=opening is Opening.WRITABLE)
-        self.store = _open_store(settings.url, self.spaces, opening)
+        local = settings.index.backend == "local"
+        self.store = open_store(
+            settings.url, self.spaces, opening, index_folder=settings.index_path if local else None
+        )
         self.embedder: Embedder = embedder or embedder_for(
             settings, lambda: [m for m in [self.store.some_model_id()] if m], progress=progress
         )
@@ -195,8 +90,19 @@ class MemorySystem:
         self.backend = open_backend(settings, self.store, self.embedder.model_id)
         self.reader = self.backend.source
         self.writer = self.backend.updater
+        self._compose()
+
+    def _compose(self) -> None:
+        """The parts bound to this memory's store: its searcher and its ingestor."""
         self.searcher = HybridSearcher(
             self.store, self.reader, self.embedder, self.reranker, self.reranker_status
+        )
+        self.ingestor = Ingestor(
+            self.store,
+            self.embedder,
+            self.settings.ingest,
+            update_index=self.update_index,
+            index_due=self.index_due,
         )
 
     def close(self) -> None:
@@ -212,9 +118,7 @@ class MemorySystem:
         other = copy.copy(self)
         other.spaces = Spaces.bound(space)
         other.store = self.store.in_space(space)
-        other.searcher = HybridSearcher(
-            other.store, self.reader, self.embedder, self.reranker, self.reranker_status
-        )
+        other._compose()
         return other
 
     # ------------------------------------------------------------------ ingest
@@ -227,13 +131,7 @@ class MemorySystem:
         progress: bool = False,
     ) -> list[IngestResult]:
         """Ingest files. Every path and the metadata are checked before anything is written."""
-        if isinstance(paths, str | Path):
-            paths = [paths]
-        if not paths:
-            raise InvalidInputError("no paths given; pass one or more files to ingest")
-        meta = validate_metadata(metadata)
-        loaded = [load_file(p, max_bytes=self.settings.ingest.max_file_bytes) for p in paths]
-        return self.ingest_loaded(loaded, meta, update_index=update_index, progress=progress)
+        return self.ingestor.ingest(paths, metadata, update_index=update_index, progress=progress)
 
     def ingest_loaded(
         self,
@@ -243,44 +141,13 @@ class MemorySystem:
         update_index: bool = True,
         progress: bool = False,
     ) -> list[IngestResult]:
-        """The one ingestion path: documents read once → chunk → embed what no vector
-        exists for yet → store, replacing older versions of each source.
-
-        Files (``ingest``), texts (``ingest_text``), the source sync and the BEIR build
-        all come here. Every document's metadata and chunks are checked before anything
-        is written; new chunks are embedded in batches across documents (each distinct
-        text once), and each document is stored in its own transaction.
-        """
-        meta = validate_metadata(metadata)
-        prepared = [self._prepare(doc, meta) for doc in documents]
-        planned = self._plan(prepared)
-        bar = None
-        if progress and len(planned) > 1:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(planned), desc="ingest", unit="doc")
-        results: list[IngestResult] = []
-        for group in _embedding_groups(planned):
-            fresh = [p for p in group if isinstance(p, _Planned)]
-            vectors, reused = self._vectors_for(
-                [c for p in fresh for c in p.chunks], progress=progress and bar is None
-            )
-            start = 0
-            for item in group:
-                if isinstance(item, _Planned):
-                    n = len(item.chunks)
-                    rows = vectors[start : start + n]
-                    results.append(self._store_planned(item, rows, reused[start : start + n]))
-                    start += n
-                else:
-                    results.append(item)
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        if update_index and (any(r.status != "unchanged" for r in results) or self.index_due()):
-            self.update_index()
-        return results
+        """The one ingestion path (``Ingestor.ingest_loaded``): documents read once → chunk
+        → embed what no vector exists for yet → store, replacing older versions of each
+        source. Files (``ingest``), texts (``ingest_text``), the source sync and the BEIR
+        build all come here."""
+        return self.ingestor.ingest_loaded(
+            documents, metadata, update_index=update_index, progress=progress
+        )
 
     def ingest_text(
         self,
@@ -290,168 +157,7 @@ class MemorySystem:
         *,
         update_index: bool = False,
     ) -> IngestResult:
-        [result] = self.ingest_loaded([load_text(text, title)], metadata, update_index=update_index)
-        return result
-
-    def _prepare(self, loaded: LoadedDocument, explicit: ChunkMetadata) -> _Prepared:
-        fm = {k: v for k, v in loaded.front_matter.items() if k in _FRONT_MATTER_FIELDS}
-        if "date" in loaded.front_matter and "source_date" not in fm:
-            fm["source_date"] = loaded.front_matter["date"]
-        stamp = fm.get("source_date")
-        if isinstance(stamp, dt.datetime):
-            fm["source_date"] = stamp.date()
-        try:
-            from_file = validate_metadata(fm)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"{loaded.source}: front matter — {exc}") from exc
-        given = explicit.model_dump(exclude_unset=True)
-        merged = {**from_file.model_dump(exclude_unset=True), **given}
-        # Given metadata wins field by field, but tags add up: a caller's tags (a batch
-        # label, a project) must not erase the ones the file carries.
-        merged["tags"] = list(dict.fromkeys([*from_file.tags, *explicit.tags]))
-        is_file = loaded.from_file
-        day, rule = derive_source_date(
-            explicit=explicit.source_date,
-            front_matter=from_file.source_date,
-            path=Path(loaded.source) if is_file else None,
-            modified_at=loaded.modified_at,
-        )
-        merged["source_date"] = day
-        meta = ChunkMetadata.model_validate(merged)
-        return _Prepared(loaded, meta, rule.value if rule else None)
-
-    def _plan(self, prepared: Sequence[_Prepared]) -> list[_Planned | IngestResult]:
-        """Each document chunked, or its result when it is already stored (nothing to do)."""
-        out: list[_Planned | IngestResult] = []
-        seen: set[str] = set()
-        for p in prepared:
-            loaded = p.loaded
-            doc_id = loaded.doc_id or doc_id_for(loaded.raw, self.spaces.write)
-            content_hash = hashlib.sha256(loaded.raw).hexdigest()
-            existing = self.store.get_document(doc_id)
-            if existing is not None and existing.content_hash != content_hash:
-                raise InvalidInputError(
-                    f"{loaded.source}: doc_id {doc_id!r} is already stored with other "
-                    "content; delete that document first"
-                )
-            if existing is not None or doc_id in seen:
-                out.append(
-                    IngestResult(
-                        source=loaded.source,
-                        doc_id=doc_id,
-                        status="unchanged",
-                        chunks=existing.n_chunks if existing else 0,
-                        embedded=0,
-                        reused_vectors=0,
-                        message=f"identical content is already stored as {doc_id}; nothing to do",
-                    )
-                )
-                continue
-            seen.add(doc_id)
-            chunks = self._chunks(loaded)
-            if not chunks:
-                raise InvalidInputError(f"{loaded.source}: no text to index after chunking")
-            out.append(_Planned(p, doc_id, content_hash, chunks))
-        return out
-
-    def _chunks(self, loaded: LoadedDocument) -> list[NewChunk]:
-        """A conversation by turn, with each turn's context in its index text; any other
-        document by its structure."""
-        ingest = self.settings.ingest
-        if loaded.turns:
-            return chunk_turns(
-                loaded.turns,
-                token_counter=self.embedder.count_tokens,
-                max_chunk_size=ingest.max_chunk_size,
-                indexing=ingest.turn_indexing(),
-            )
-        pieces = chunk_document(
-            loaded.text,
-            token_counter=self.embedder.count_tokens,
-            max_chunk_size=ingest.max_chunk_size,
-            overlap=ingest.chunk_overlap,
-            fmt=loaded.fmt,
-        )
-        return [NewChunk(c.index, c.text, c.token_count) for c in pieces]
-
-    def _store_planned(
-        self, planned: _Planned, vectors: np.ndarray, reused: Sequence[bool]
-    ) -> IngestResult:
-        loaded, meta = planned.prepared.loaded, planned.prepared.meta
-        doc_id, chunks = planned.doc_id, planned.chunks
-        info = DocumentInfo(
-            doc_id=doc_id,
-            source=loaded.source,
-            title=meta.title or loaded.title,
-            fmt=loaded.fmt,
-            content_hash=planned.content_hash,
-            normalized_hash=normalized_content_hash(loaded.text),
-            byte_size=len(loaded.raw),
-            knowledge_type=meta.knowledge_type.value if meta.knowledge_type else None,
-            importance=meta.importance,
-            source_date=meta.source_date,
-            source_date_rule=planned.prepared.source_date_rule,
-            created_at=now_utc(),
-        )
-        try:
-            stored = self.store.store_document(
-                info, chunks, vectors, self.embedder.model_id, meta.tags
-            )
-        except IntegrityError:
-            # PostgreSQL: another writer inserted the same bytes after our transaction began.
-            if self.store.get_document(doc_id) is None:
-                raise
-            stored = None
-        if stored is None:
-            return IngestResult(
-                source=loaded.source,
-                doc_id=doc_id,
-                status="unchanged",
-                chunks=len(chunks),
-                embedded=0,
-                reused_vectors=0,
-                message=f"identical content was stored concurrently as {doc_id}; nothing to do",
-            )
-        older = stored.replaced
-        n_reused = sum(reused)
-        return IngestResult(
-            source=loaded.source,
-            doc_id=doc_id,
-            status="replaced" if older else "ingested",
-            chunks=len(chunks),
-            embedded=len(chunks) - n_reused,
-            reused_vectors=n_reused,
-            replaced_doc_id=older[-1] if older else None,
-        )
-
-    def _vectors_for(
-        self, chunks: Sequence[NewChunk], *, progress: bool
-    ) -> tuple[np.ndarray, list[bool]]:
-        """Vectors for ``chunks``, embedding only text this model has not embedded before
-        (each distinct text once); also, per chunk, whether to report its vector as reused.
-
-        A vector is reused from any space, but reported as reused only when a chunk the
-        caller may read holds the text: otherwise the counts would tell the caller that
-        another space stores it. Such a reuse reads as an embedding, as in an empty memory.
-        """
-        if not chunks:
-            return np.zeros((0, 0), dtype=np.float32), []
-        shas = [content_sha(c.indexed_text) for c in chunks]
-        known = self.store.vectors_by_content(list(dict.fromkeys(shas)), self.embedder.model_id)
-        todo = [sha for sha in dict.fromkeys(shas) if sha not in known]
-        first: dict[str, int] = {}
-        for i, sha in enumerate(shas):
-            first.setdefault(sha, i)
-        texts = [chunks[first[sha]].indexed_text for sha in todo]
-        fresh = self.embedder.embed_documents(
-            texts, progress=progress and len(texts) >= _EMBED_BAR_MIN
-        )
-        dim = fresh.shape[1] if texts else next(iter(known.values())).shape[0]
-        self.store.check_model(self.embedder.model_id, int(dim))
-        by_sha = {**known, **dict(zip(todo, fresh, strict=True))}
-        out = np.stack([np.asarray(by_sha[sha], dtype=np.float32) for sha in shas])
-        told = self.store.readable_contents(known, self.embedder.model_id) if known else set()
-        return out, [sha in told for sha in shas]
+        return self.ingestor.ingest_text(text, title, metadata, update_index=update_index)
 
     # ------------------------------------------------------------------ search
     def memory_params(
@@ -591,20 +297,8 @@ class MemorySystem:
         return self.store.last_change() > 0
 
     def backfill_source_date(self, *, apply: bool = False) -> list[tuple[str, str, str, str]]:
-        """Fill ``source_date`` for documents without one, from their file name or mtime.
-
-        Returns (doc_id, source, date, rule) for each document that would change;
-        writes only with ``apply=True``.
-        """
-        plan = []
-        for doc in self.store.documents_without_source_date():
-            day, rule = date_for_existing(doc.source)
-            if day is not None and rule is not None:
-                plan.append((doc.doc_id, doc.source, day.isoformat(), rule.value))
-        if apply:
-            for doc_id, _source, day_iso, rule_value in plan:
-                self.store.set_source_date(doc_id, dt.date.fromisoformat(day_iso), rule_value)
-        return plan
+        """Fill ``source_date`` for documents without one (``Ingestor.backfill_source_date``)."""
+        return self.ingestor.backfill_source_date(apply=apply)
 
     # -------------------------------------------------------------- forgetting
     def run_forgetting_batch(

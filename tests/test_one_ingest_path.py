@@ -1,4 +1,5 @@
-"""One ingestion path: files, texts and the source sync go through ``MemorySystem.ingest_loaded``."""
+"""One ingestion path: files, texts and the source sync go through ``Ingestor.ingest_loaded``
+(``memory_pipeline/ingest/pipeline.py``), which ``MemorySystem.ingest_loaded`` delegates to."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.ingest import loaders
+from memory_pipeline.ingest.pipeline import Ingestor
 from memory_pipeline.sources import status, sync
 from memory_pipeline.sources.ledger import open_ledger
 from memory_pipeline.sources.sources_file import load_sources
@@ -47,13 +49,13 @@ def test_a_synced_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_files_and_texts_share_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     memory = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
     seen: list[str] = []
-    real = MemorySystem.ingest_loaded
+    real = Ingestor.ingest_loaded
 
-    def spy(self: MemorySystem, documents: Any, *args: Any, **kwargs: Any) -> Any:
+    def spy(self: Ingestor, documents: Any, *args: Any, **kwargs: Any) -> Any:
         seen.extend(d.source for d in documents)
         return real(self, documents, *args, **kwargs)
 
-    monkeypatch.setattr(MemorySystem, "ingest_loaded", spy)
+    monkeypatch.setattr(Ingestor, "ingest_loaded", spy)
     note = tmp_path / "n.md"
     note.write_text("# N\n\nlanterns", encoding="utf-8")
     memory.ingest([note])
@@ -88,15 +90,15 @@ def test_documents_are_embedded_together_each_text_once(tmp_path: Path) -> None:
 def test_a_document_that_cannot_be_chunked_stops_the_batch_before_any_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory_pipeline import system as system_module
+    from memory_pipeline.ingest import pipeline as ingest_pipeline
 
     memory = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
-    real = system_module.chunk_document
+    real = ingest_pipeline.chunk_document
 
     def no_chunks_for_the_last(text: str, **kwargs: Any) -> Any:
         return [] if "last" in text else real(text, **kwargs)
 
-    monkeypatch.setattr(system_module, "chunk_document", no_chunks_for_the_last)
+    monkeypatch.setattr(ingest_pipeline, "chunk_document", no_chunks_for_the_last)
     docs = [loaders.load_text("first note", "A"), loaders.load_text("last note", "B")]
     with pytest.raises(Exception, match="no text to index"):
         memory.ingest_loaded(docs)

@@ -59,7 +59,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _opening(args: argparse.Namespace) -> str:
-    """How the command opens the database (``system.Opening``): reports and searches
+    """How the command opens the database (``store.opening.Opening``): reports and searches
     that record nothing never write it, so they work on a read-only file; a search
     that counts its hits as accessed opens read-only when it must (and says so)."""
     if getattr(args, "reads_only", False) or getattr(args, "no_access", False):
