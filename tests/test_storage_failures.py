@@ -383,3 +383,29 @@ def test_a_search_that_cannot_record_its_access_still_answers(
     warned = [r for r in caplog.records if "not counted as an access" in r.getMessage()]
     assert len(warned) == 1
     assert sql(db, "SELECT SUM(access_count) FROM chunks") == [(0,)]
+
+
+def test_search_before_any_index_is_not_fooled_by_a_delete_meanwhile(
+    system: MemorySystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no published index every stored chunk is queued. A document deleted while a
+    search checks that (its count read, the queue not yet) is no index gone missing: the
+    check reads the chunks and the queue at one instant, so it never sees one without the
+    other. (The stress test's checker met this race once in a few hundred checks.)"""
+    ids = [system.ingest_text(f"note {n} about rank fusion", f"n{n}").doc_id for n in range(3)]
+    doomed = ids[0]
+    store = type(system.store)
+    # Whichever read the check makes first, the delete commits right after it.
+    for name in ("counts", "unqueued_chunks"):
+        original = getattr(store, name, None)
+
+        def then_delete(self: Any, *args: Any, _original: Any = original) -> Any:
+            seen = _original(self, *args)
+            if self.get_document(doomed) is not None:
+                self.delete_document(doomed)  # another process, committed meanwhile
+            return seen
+
+        monkeypatch.setattr(store, name, then_delete, raising=False)
+    result = system.query("rank fusion", top_k=5, record_access=False)
+    assert system.store.get_document(doomed) is None  # the delete did happen meanwhile
+    assert {h.title for h in result.hits} == {"n1", "n2"}

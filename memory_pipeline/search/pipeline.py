@@ -137,11 +137,8 @@ class HybridSearcher:
         version = self.reader.current()
         if version is not None:
             return version
-        held = self.store.counts()["chunks"]
-        if not held:
-            return None
-        unseen = held - len(self.store.pending_adds())
-        if unseen <= 0:
+        held, unseen = self.store.unqueued_chunks()
+        if not unseen:
             return None
         version = self.reader.current()  # published since the first look?
         if version is not None:

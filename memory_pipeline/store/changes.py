@@ -134,6 +134,18 @@ class ChangeQueries(StoreBase):
             )
             return [int(i) for i, space in c.execute(stmt) if self.spaces.reads(space)]
 
+    def unqueued_chunks(self) -> tuple[int, int]:
+        """(chunks held, chunks of them with no queued add), read in one statement, so at
+        one instant: a delete or an ingest committed meanwhile moves both or neither."""
+        queued = sa.exists().where(IndexChange.chunk_id == Chunk.id, IndexChange.op == "add")
+        if self.index_hook is not None:  # the service holds every chunk once committed
+            queued = sa.false()
+        unqueued = sa.func.coalesce(sa.func.sum(sa.case((queued, 0), else_=1)), 0)
+        stmt = sa.select(sa.func.count(), unqueued).select_from(Chunk)
+        with self.conn() as c:
+            held, unseen = c.execute(stmt.where(self.readable(Chunk.space))).one()
+        return int(held), int(unseen)
+
     def clear_changes(self, seqs: Sequence[int] | np.ndarray) -> None:
         """Forget the queued changes the published index has taken in (idempotent).
 
