@@ -137,7 +137,9 @@ class ChangeQueries(StoreBase):
     def unqueued_chunks(self) -> tuple[int, int]:
         """(chunks held, chunks of them with no queued add), read in one statement, so at
         one instant: a delete or an ingest committed meanwhile moves both or neither."""
-        queued = sa.exists().where(IndexChange.chunk_id == Chunk.id, IndexChange.op == "add")
+        queued: sa.ColumnElement[bool] = sa.exists().where(
+            IndexChange.chunk_id == Chunk.id, IndexChange.op == "add"
+        )
         if self.index_hook is not None:  # the service holds every chunk once committed
             queued = sa.false()
         unqueued = sa.func.coalesce(sa.func.sum(sa.case((queued, 0), else_=1)), 0)
