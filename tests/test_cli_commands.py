@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -178,6 +179,19 @@ def _check_eval(ctx: Ctx, out: str) -> None:
     assert evaluated.variant("bm25").summary["hit_rate@3"] == 1.0
 
 
+def _check_index_line(change: str, held: int) -> Callable[[Ctx, str], None]:
+    """The whole line update-index or rebuild-index prints; only the seconds vary."""
+    line = re.compile(
+        rf"index version 2 {re.escape(change)} {held} vectors, {held} BM25 docs, "
+        r"\d+\.\d\ds \(local\)\n"
+    )
+
+    def check(ctx: Ctx, out: str) -> None:
+        assert line.fullmatch(out), out
+
+    return check
+
+
 def _check_alerts(ctx: Ctx, data: dict[str, Any]) -> None:
     assert data["log"] == str(ctx.dir / "alerts.jsonl")  # beside the index folder
     assert data["unreadable_lines"] == 0
@@ -212,12 +226,14 @@ CASES: dict[str, Case] = {
         before=_ingest_unindexed,
         bad_args=("--db", "{dir}/no-such-folder/memory.db"),
         bad_message="error: database folder",
+        check=_check_index_line("(update): +1 -0,", 4),
     ),
     "rebuild-index": Case(
         args=(),
         stdout="index version 2 (rebuild): 3 vectors, 3 BM25 docs",
         bad_args=("--model", "other-model"),
         bad_message="have no vector of model 'other-model'",
+        check=_check_index_line("(rebuild):", 3),
     ),
     "health": Case(
         args=("--json",),

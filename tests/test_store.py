@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -73,6 +74,24 @@ def test_document_roundtrip_and_stable_ids(db_url: str) -> None:
     assert store.counts() == {"documents": 1, "chunks": 3}
     more = store.add_document(doc("d2", source="other"), chunks("delta"), vecs(1), "m")
     assert more[0] > max(ids)
+    store.close()
+
+
+def test_a_document_reads_back_as_it_was_stored(db_url: str) -> None:
+    """Every field of DocumentInfo, through each read (n_chunks is the store's count)."""
+    store = Store(db_url)
+    dated = doc("dated", source="dated.md", day=dt.date(2025, 5, 6))
+    undated = doc("undated", kt=None, source="undated.md")
+    store.add_document(dated, chunks("one", "two"), vecs(2), "m")
+    store.add_document(undated, chunks("three"), vecs(1), "m")
+    dated, undated = replace(dated, n_chunks=2), replace(undated, n_chunks=1)
+    assert store.get_document("dated") == dated
+    assert store.documents_by_source("dated.md") == [dated]
+    assert store.documents_without_source_date() == [undated]
+    assert store.documents_info(["dated", "undated", "gone"]) == {
+        "dated": dated,
+        "undated": undated,
+    }
     store.close()
 
 

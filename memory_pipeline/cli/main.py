@@ -27,7 +27,7 @@ from memory_pipeline.search.params import DEFAULT_TOP_K
 from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.failures import file_error
-from memory_pipeline.types import SearchFilters
+from memory_pipeline.types import IndexUpdateResult, SearchFilters
 
 #: The exit code when stdout's reader left before all was written (``| head``): 128 + SIGPIPE,
 #: what a shell reports for a command that SIGPIPE ended.
@@ -176,22 +176,23 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_update(args: argparse.Namespace) -> int:
     system = _system(args)
-    r = system.update_index()
-    print(
-        f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}, "
-        f"{r.n_dense} vectors, {r.n_sparse} BM25 docs, {r.seconds:.2f}s ({system.backend.name})"
-    )
+    _print_index_result(system.update_index(), system.backend.name)
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     system = _system(args)
-    r = system.rebuild_index()
-    print(
-        f"index version {r.version} (rebuild): {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
-        f"{r.seconds:.2f}s ({system.backend.name})"
-    )
+    _print_index_result(system.rebuild_index(), system.backend.name, rebuilt=True)
     return 0
+
+
+def _print_index_result(r: IndexUpdateResult, backend: str, *, rebuilt: bool = False) -> None:
+    """The line update-index and rebuild-index print; a rebuild's names no adds or removes."""
+    change = "(rebuild):" if rebuilt else f"({r.kind}): +{r.added} -{r.removed},"
+    print(
+        f"index version {r.version} {change} {r.n_dense} vectors, {r.n_sparse} BM25 docs, "
+        f"{r.seconds:.2f}s ({backend})"
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

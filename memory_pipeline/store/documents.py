@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase, no_document
-from memory_pipeline.store.rows import batched, content_sha, doc_info, turns_json
+from memory_pipeline.store.rows import batched, content_sha, doc_info, document_row, turns_json
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding
 from memory_pipeline.types import DocumentInfo, NewChunk
 
@@ -191,24 +191,7 @@ def _insert_document(
     """Insert one document (into ``space``) with its chunks, tags and vectors; returns the
     new chunk ids (the caller queues them for the index)."""
     dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
-    s.add(
-        Document(
-            doc_id=doc.doc_id,
-            space=space,
-            source=doc.source,
-            title=doc.title,
-            fmt=doc.fmt,
-            content_hash=doc.content_hash,
-            normalized_hash=doc.normalized_hash,
-            byte_size=doc.byte_size,
-            knowledge_type=doc.knowledge_type,
-            importance=doc.importance,
-            source_date=doc.source_date,
-            source_date_rule=doc.source_date_rule,
-            created_at=doc.created_at,
-            n_chunks=len(chunks),
-        )
-    )
+    s.add(document_row(doc, space=space, n_chunks=len(chunks)))
     s.flush()
     rows = [
         {

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
 from memory_pipeline.store.base import StoreBase
+from memory_pipeline.store.rows import doc_info
 from memory_pipeline.store.schema import (
     ArchiveRestore,
     Base,
@@ -174,7 +175,6 @@ class ForgettingQueries(StoreBase):
 
     def documents_info(self, doc_ids: Iterable[str]) -> dict[str, DocumentInfo]:
         wanted = sorted(set(doc_ids))
-        names = [f.name for f in fields(DocumentInfo)]
         out: dict[str, DocumentInfo] = {}
         with self.conn() as c:
             for start in range(0, len(wanted), _BATCH):
@@ -183,10 +183,7 @@ class ForgettingQueries(StoreBase):
                         Document.doc_id.in_(wanted[start : start + _BATCH])
                     )
                 )
-                out.update(
-                    (row.doc_id, DocumentInfo(**{f: getattr(row, f) for f in names}))
-                    for row in rows
-                )
+                out.update((row.doc_id, doc_info(row)) for row in rows)
         return out
 
     def live_positions(self, positions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

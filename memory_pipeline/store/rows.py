@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -106,19 +107,17 @@ def chunk_record(row: Any, tags: tuple[str, ...]) -> ChunkRecord:
     )
 
 
-def doc_info(row: Document) -> DocumentInfo:
-    return DocumentInfo(
-        doc_id=row.doc_id,
-        source=row.source,
-        title=row.title,
-        fmt=row.fmt,
-        content_hash=row.content_hash,
-        normalized_hash=row.normalized_hash,
-        byte_size=row.byte_size,
-        knowledge_type=row.knowledge_type,
-        importance=row.importance,
-        source_date=row.source_date,
-        source_date_rule=row.source_date_rule,
-        created_at=row.created_at,
-        n_chunks=row.n_chunks,
-    )
+# DocumentInfo's fields are the documents table's columns by name (all but ``space``),
+# so both directions copy by these names and a new field needs no new line here.
+_DOCUMENT_FIELDS = tuple(f.name for f in fields(DocumentInfo))
+
+
+def doc_info(row: Document | sa.Row[Any]) -> DocumentInfo:
+    """A documents row (ORM object or Core row) as the DocumentInfo it stores."""
+    return DocumentInfo(**{name: getattr(row, name) for name in _DOCUMENT_FIELDS})
+
+
+def document_row(doc: DocumentInfo, *, space: str, n_chunks: int) -> Document:
+    """The documents row that stores ``doc`` in ``space`` with ``n_chunks`` chunks."""
+    values = {name: getattr(doc, name) for name in _DOCUMENT_FIELDS}
+    return Document(**(values | {"space": space, "n_chunks": n_chunks}))
