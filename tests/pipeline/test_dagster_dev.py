@@ -29,7 +29,7 @@ from tests.test_pipeline_support import ASSET_KEYS, Corpus, Webhook, make_corpus
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REPO_SELECTOR = {"repositoryLocationName": "memory_pipeline", "repositoryName": "__repository__"}
 START_TIMEOUT = 180
 RUN_TIMEOUT = 240

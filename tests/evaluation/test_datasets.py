@@ -15,7 +15,7 @@ from memory_pipeline.evaluation import evaluate
 from memory_pipeline.evaluation.beir import load_beir, open_beir_memory, subset
 from memory_pipeline.evaluation.runner import EvalQuery
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 
 pytestmark = pytest.mark.slow
 

@@ -404,7 +404,7 @@ def test_locomo_eval_is_turn_level_per_category_and_pooled_gives_the_same(
     assert data["variants"][1]["queries"][0]["group"] == "temporal"
 
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo-dev"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "locomo-dev"
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="the LoCoMo development split is not beside")

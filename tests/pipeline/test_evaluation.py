@@ -13,7 +13,7 @@ from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.evaluation.schedules import nightly_evaluation
 from memory_pipeline.pipeline.resources import MemoryResource
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "demo" / "golden.yaml"
 
 

@@ -29,7 +29,7 @@ from memory_pipeline.memory.scoring import CutReason, MemoryFields, MemoryParams
 from memory_pipeline.store import now_utc
 from memory_pipeline.store.schema import ForgettingRun
 from memory_pipeline.system import MemorySystem
-from tests.test_bad_input import snapshot
+from tests.system.test_bad_input import snapshot
 
 OLD_NEWS = {"knowledge_type": "news", "source_date": "2020-01-01"}
 PRINCIPLE = {"knowledge_type": "principle"}
@@ -526,7 +526,7 @@ def test_archive_and_restore_on_both_backends(db_url: str, tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------- grace period
-SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "memory_pipeline" / "sample_corpus"
+SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "memory_pipeline" / "sample_corpus"
 OLD_PAPER = (
     "Dense retrievers trained with hard negatives close most of the gap to cross-encoders on "
     "open-domain questions, while keeping query latency low enough to serve interactively."

@@ -298,7 +298,7 @@ def test_normalized_content_hash(a: str, b: str, same: bool) -> None:
     assert (ha == hb) is same
 
 
-SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "memory_pipeline" / "sample_corpus"
+SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "memory_pipeline" / "sample_corpus"
 SAMPLE_FILES = sorted(p for p in SAMPLE_CORPUS.glob("*.md") if p.name != "README.md")
 
 

@@ -19,7 +19,7 @@ from memory_pipeline.evaluation.golden import load_golden
 from memory_pipeline.evaluation.results import EvalRun, QueryResult
 from memory_pipeline.system import MemorySystem
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "eval" / "golden_queries.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "eval" / "golden_queries.example.yaml"
 
 NOTES = {
     "faiss": "FAISS inner product search over normalised vectors is exact in flat mode.",

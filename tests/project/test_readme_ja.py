@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(```+|~~~+)\s*(\S*)")
 HEADING = re.compile(r"^(#{1,6})\s+\S")
 COMMENT = re.compile(r"(^|\s)#(\s.*)?$")

@@ -9,7 +9,7 @@ import pytest
 
 from serving.wire_size import MODEL_VIEW, OUTPUT_SCHEMAS, TOOLS_LIST, Size, measure, sizes_of
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: A docs/mcp.md table row's first cell -> the ``python -m serving.wire_size`` row it quotes.
 WIRE_ROWS = {
     "`tools/list`": TOOLS_LIST,

@@ -163,7 +163,7 @@ def test_weights_that_leave_no_room_for_relevance_are_refused() -> None:
 def test_the_readme_lists_every_variable() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert [name for name in ENV_VARS if f"`{name}`" not in readme] == []
 
 

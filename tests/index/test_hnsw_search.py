@@ -1,6 +1,6 @@
 """Search through an HNSW segment gives what an exact (flat) index gives.
 
-The same two-memory setup as ``test_ivf_search``: one memory whose big segment gets an
+The same two-memory setup as ``tests/index/test_ivf_search.py``: one memory whose big segment gets an
 HNSW graph (``dense_index=hnsw``, a low threshold), one with flat segments only. With
 200 vectors and ``efSearch`` 128 the graph search is exhaustive, so the lists agree id
 for id. A filter that keeps few ids is scored exactly from the stored vectors (a graph
@@ -21,7 +21,7 @@ from memory_pipeline.index.backends.local.dense import DenseSegment, search_segm
 from memory_pipeline.ingest.loaders import load_text
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
-from tests.test_ivf_search import N_DOCS, N_LATER, QUERIES, TEXTS, TOP_N, JitteredHashing, key
+from tests.index.test_ivf_search import N_DOCS, N_LATER, QUERIES, TEXTS, TOP_N, JitteredHashing, key
 
 
 def build(base: Path, dense_index: str) -> MemorySystem:

@@ -23,7 +23,7 @@ import pytest
 
 from memory_pipeline.pipeline import devserver
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WAIT = 30.0  # generous: only ever reached when something is wrong
 
 # Each starter waits for the go file, then runs ``devserver start`` with the stand-in

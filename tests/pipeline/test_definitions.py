@@ -19,7 +19,7 @@ from memory_pipeline.pipeline.instance import instance_config, write_instance
 from memory_pipeline.pipeline.launcher import LocalRunLauncher
 from tests.test_pipeline_support import ASSET_KEYS, make_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

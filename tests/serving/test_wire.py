@@ -26,7 +26,7 @@ from serving.server import build_server
 
 pytestmark = pytest.mark.anyio
 
-SNAPSHOT = Path(__file__).parent / "fixtures" / "mcp_tools_list.json"
+SNAPSHOT = Path(__file__).parents[1] / "fixtures" / "mcp_tools_list.json"
 NOTE = """# Fusion
 
 Convex fusion adds min-max normalised dense and BM25 scores; reciprocal rank fusion

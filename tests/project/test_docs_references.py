@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docutils import nodes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "_ext"))
 
 import cli_reference
 import dagster_reference

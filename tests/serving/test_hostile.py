@@ -26,7 +26,7 @@ from memory_pipeline.system import MemorySystem
 from serving.errors import UNEXPECTED
 from serving.harness import error_text
 from serving.server import build_server
-from tests.test_mcp_hints import CLI
+from tests.serving.test_hints import CLI
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from memory_pipeline.index.bm25 import B as BM25_B
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.system import MemorySystem
 from tests.conftest import make_settings
-from tests.test_sparse import CORPUS_TEXTS, QUERIES, LuceneIdfBM25, dedupe, ranking
+from tests.index.test_sparse import CORPUS_TEXTS, QUERIES, LuceneIdfBM25, dedupe, ranking
 
 
 def _memory(tmp_path: Path, url: str, **kw: object) -> MemorySystem:

@@ -26,8 +26,8 @@ from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.system import MemorySystem
 from serving.harness import StoreLayout, error_text, stdio_params, structured
 from serving.server import build_server
+from tests.cli.test_commands import run
 from tests.conftest import make_settings
-from tests.test_cli_commands import run
 
 NOTES = {
     "fusion.md": "# Fusion\n\nReciprocal rank fusion adds one over k plus rank.",

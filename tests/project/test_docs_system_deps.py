@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "docs-system-deps.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docs-system-deps.sh"
 APT_LOCKS = (Path("/var/lib/dpkg/lock-frontend"), Path("/var/lib/apt/lists/lock"))
 
 pytestmark = pytest.mark.skipif(

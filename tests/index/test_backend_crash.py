@@ -49,7 +49,7 @@ def test_a_killed_writer_leaves_the_previous_state_serving(
 ) -> None:
     url = str(request.getfixturevalue("pgvector_url")) if backend == "pgvector" else None
     settings = make_settings(tmp_path, backend=backend, database_url=url)
-    env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(Path(__file__).parents[2])}
     if url:
         env["HYBRID_RAG_DATABASE_URL"] = url
     rng = random.Random(13)
