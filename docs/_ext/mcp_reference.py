@@ -44,7 +44,7 @@ async def _listed(root: Path) -> list[dict[str, Any]]:
 
 
 def list_tools() -> list[dict[str, Any]]:
-    """The wire form of ``tools/list`` (what ``tests/test_mcp_wire.py`` snapshots)."""
+    """The wire form of ``tools/list`` (what ``tests/serving/test_wire.py`` snapshots)."""
     with tempfile.TemporaryDirectory(prefix="memory-pipeline-docs-") as tmp:
         return anyio.run(_listed, Path(tmp))
 

@@ -5,7 +5,7 @@ Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009), with
 the parameters and the one-byte document-length encoding of tantivy, so that a
 score computed here equals the one tantivy gives the same document once it is
 indexed (see ``SparseIndex.score_external``; the parity with ``rank_bm25`` is
-tested in ``tests/test_sparse.py``).
+tested in ``tests/index/test_sparse.py``).
 """
 
 from __future__ import annotations

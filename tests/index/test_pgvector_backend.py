@@ -1,0 +1,312 @@
+"""The pgvector backend's own promises, on a real PostgreSQL 16 with pgvector.
+
+BM25 in SQL equals ``rank_bm25`` (with Lucene's idf) on the project's tokens, and keeps
+equalling it after adds and deletes (statistics exact, not approximate); a memory moves
+from ``local`` to ``pgvector`` with one ``rebuild-index``; a rebuild leaves searches
+serving the old tables until it commits; the errors name what to do.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.errors import IndexUnavailableError
+from memory_pipeline.index.backends.pgvector import LOCK_KEY
+from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse
+from memory_pipeline.index.bm25 import K1 as BM25_K1
+from memory_pipeline.index.bm25 import B as BM25_B
+from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.system import MemorySystem
+from tests.conftest import make_settings
+from tests.index.test_sparse import CORPUS_TEXTS, QUERIES, LuceneIdfBM25, dedupe, ranking
+
+
+def _memory(tmp_path: Path, url: str, **kw: object) -> MemorySystem:
+    settings = make_settings(tmp_path, database_url=url, backend="pgvector", max_chunk_size=256)
+    return MemorySystem(settings.replace(**kw), embedder=HashingEmbedder())
+
+
+def _check_parity(memory: MemorySystem, live: dict[int, str]) -> None:
+    """BM25 of every query over the live texts, as rank_bm25 computes it."""
+    ids = sorted(live)
+    corpus = [tokenize(live[i]) for i in ids]
+    reference = LuceneIdfBM25(corpus, k1=BM25_K1, b=BM25_B)
+    view = memory.published()
+    assert view is not None
+    for text in QUERIES:
+        query = dedupe(tokenize(text))
+        scores = reference.get_scores(query)
+        expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
+        got = view.sparse.search(query, len(ids))
+        assert dict(got) == pytest.approx(dict(expected), rel=1e-9), text
+        assert ranking(got, 5) == ranking(expected, 5), text
+        assert {i for i, _ in view.sparse.search(query, 5)} == set(ranking(expected, 5)), text
+        some = ids[::3]
+        assert dict(view.sparse.scores_for(query, some)) == pytest.approx(
+            {i: s for i, s in expected if i in some}, rel=1e-9
+        )
+
+
+def test_bm25_equals_rank_bm25_through_adds_and_deletes(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        # Every text is one chunk of at most 40 tokens: lengths are stored exactly.
+        docs = {t: memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)}
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
+        for text in CORPUS_TEXTS[::4]:  # deletes: N, lengths and document frequencies fall
+            memory.delete_document(docs[text])
+        live = {cid: t for cid, t in live.items() if t not in CORPUS_TEXTS[::4]}
+        _check_parity(memory, live)
+        added = memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
+        live.update(
+            {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        )
+        assert added.chunks == 1
+        _check_parity(memory, live)
+        with memory.store.engine.connect() as c:  # the statistics rows agree with the rows
+            n, tokens = c.execute(sa.text("SELECT n_docs, n_tokens FROM pgv_stats")).one()
+            assert n == len(live) and tokens == sum(len(tokenize(t)) for t in live.values())
+            negative = c.execute(sa.text("SELECT count(*) FROM pgv_df WHERE df <= 0")).scalar()
+            assert negative == 0
+    finally:
+        memory.close()
+
+
+def test_a_local_memory_moves_to_pgvector_with_one_rebuild(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    local = MemorySystem(
+        make_settings(tmp_path, database_url=pgvector_url, max_chunk_size=256),
+        embedder=HashingEmbedder(),
+    )
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            local.ingest_text(text, f"t{k}")
+        local.update_index()
+        want = [[h.chunk_id for h in local.query(q, record_access=False).hits] for q in QUERIES]
+    finally:
+        local.close()
+    moved = _memory(tmp_path, pgvector_url)
+    try:
+        with pytest.raises(IndexUnavailableError, match="rebuild-index"):
+            moved.query("BM25", record_access=False)  # not silently empty
+        result = moved.rebuild_index()
+        assert result.n_dense == len(CORPUS_TEXTS) and moved.index_health().healthy
+        got = [[h.chunk_id for h in moved.query(q, record_access=False).hits] for q in QUERIES]
+        assert got == want
+    finally:
+        moved.close()
+
+
+def test_searches_go_on_during_a_rebuild(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        before = memory.query("BM25 keyword", record_access=False).hits
+        engine = sa.create_engine(pgvector_url)
+        with engine.begin() as c:  # a rebuild in flight holds the writers' lock...
+            c.execute(sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})"))
+            c.execute(sa.text("CREATE TABLE pgv_vectors_v99 (chunk_id bigint)"))
+            # ...and searches still answer from the live tables.
+            during = memory.query("BM25 keyword", record_access=False).hits
+            assert [h.chunk_id for h in during] == [h.chunk_id for h in before]
+        engine.dispose()
+        assert memory.rebuild_index().version == 2
+        after = memory.query("BM25 keyword", record_access=False).hits
+        assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
+    finally:
+        memory.close()
+
+
+def test_a_filtered_dense_search_is_exact(tmp_path: Path, pgvector_url: str) -> None:
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        view = memory.published()
+        assert view is not None
+        ids = memory.store.all_ids()
+        found, vecs = memory.store.vectors_for(ids.tolist(), memory.model_id)
+        q = memory.embedder.embed_query("vector search")
+        allowed = np.sort(found[::5])
+        exact = sorted(
+            zip(found.tolist(), (vecs @ q).tolist(), strict=True), key=lambda p: (-p[1], p[0])
+        )
+        want = [i for i, _ in exact if i in set(allowed.tolist())][:3]
+        assert [i for i, _ in view.dense.search(q, 3, allowed=allowed)] == want
+    finally:
+        memory.close()
+
+
+def test_sqlite_is_refused_with_what_to_set(tmp_path: Path) -> None:
+    with pytest.raises(IndexUnavailableError, match="HYBRID_RAG_DATABASE_URL"):
+        MemorySystem(make_settings(tmp_path, backend="pgvector"), embedder=HashingEmbedder())
+
+
+def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> None:
+    """Debian's PostgreSQL 15 here has no pgvector: the error says so, and what to do."""
+    with pytest.raises(IndexUnavailableError, match="CREATE EXTENSION vector"):
+        _memory(tmp_path, pg_url)
+
+
+def test_bm25_pruned_for_common_terms_equals_the_full_sum(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries mixing very common and rare words take the MaxScore path; its top n is
+    rank_bm25's, for every n and under an id filter."""
+    from memory_pipeline.index.backends import pgvector as pgv
+
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(400)]
+    zipf = 1.0 / np.arange(1, len(vocab) + 1)
+    texts = [
+        " ".join(rng.choice(vocab, size=int(rng.integers(5, 40)), p=zipf / zipf.sum()))
+        for _ in range(600)
+    ]
+    memory = _memory(tmp_path, pgvector_url)
+    pruned = []
+    real = pgv.PgSparse._pruned
+    monkeypatch.setattr(
+        pgv.PgSparse, "_pruned", lambda self, *a: pruned.append(1) or real(self, *a)
+    )
+    try:
+        for k, text in enumerate(texts):  # one chunk each
+            memory.ingest_text(text, f"z{k}")
+        ids = sorted(memory.store.all_ids().tolist())
+        live = memory.store.get_chunks(ids)
+        corpus = [tokenize(live[i].content) for i in ids]
+        reference = LuceneIdfBM25(corpus, k1=BM25_K1, b=BM25_B)
+        view = memory.published()
+        assert view is not None
+        for query in (["w0", "w1", "w250"], ["w2", "w399", "w150", "w0"], ["w3", "w120"]):
+            scores = reference.get_scores(query)
+            expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
+            for n in (1, 5, 20):
+                got = view.sparse.search(query, n)
+                assert ranking(got, n) == ranking(expected, n), (query, n)
+                assert dict(got) == pytest.approx({i: s for i, s in expected if i in dict(got)})
+            allowed = set(ids[::7])
+            got = view.sparse.search(query, 5, allowed_ids=allowed)
+            assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
+        assert pruned, "no query took the pruned path"
+    finally:
+        memory.close()
+
+
+def _waiting_on_a_lock(url: str) -> bool:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as c:
+            return bool(
+                c.execute(
+                    sa.text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).scalar()
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_rebuild_swapping_tables_waits_for_a_search_between_its_reads(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BM25 search reads the statistics, then the postings, in one transaction. A
+    rebuild that swapped its tables in one by one while such a search sat between its two
+    reads held the postings (dropped) and waited for the statistics, while the search
+    waited for the postings: PostgreSQL broke the deadlock by aborting one of them. The
+    search here is held between its reads until the rebuild waits; both must finish."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        view = memory.published()
+        assert view is not None
+        query = dedupe(tokenize("BM25 keyword"))
+        expected = view.sparse.search(query, 5)
+        assert expected
+
+        between_reads, go_on = threading.Event(), threading.Event()
+        collection = PgSparse._collection
+
+        def held(self: PgSparse, c: sa.Connection, terms: list[str]) -> Any:
+            out = collection(self, c, terms)
+            between_reads.set()
+            go_on.wait(60)
+            return out
+
+        monkeypatch.setattr(PgSparse, "_collection", held)
+        outcome: dict[str, Any] = {}
+
+        def run(name: str, work: Callable[[], Any]) -> threading.Thread:
+            def body() -> None:
+                try:
+                    outcome[name] = work()
+                except Exception as exc:
+                    outcome[name] = exc
+
+            thread = threading.Thread(target=body)
+            thread.start()
+            return thread
+
+        search = run("search", lambda: view.sparse.search(query, 5))
+        assert between_reads.wait(60)
+        rebuild = run("rebuild", memory.rebuild_index)
+        for _ in range(600):  # until the rebuild waits for a lock (or is done)
+            if _waiting_on_a_lock(pgvector_url) or not rebuild.is_alive():
+                break
+            time.sleep(0.05)
+        go_on.set()
+        search.join(120)
+        rebuild.join(120)
+        assert not isinstance(outcome["search"], Exception), outcome["search"]
+        assert not isinstance(outcome["rebuild"], Exception), outcome["rebuild"]
+        assert outcome["search"] == expected
+        assert outcome["rebuild"].version == 2
+    finally:
+        memory.close()
+
+
+@pytest.mark.parametrize("write", ["ingest", "delete"])
+def test_health_is_not_fooled_by_a_write_between_its_reads(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """pgvector's index is tables beside the chunks, written in the same transaction: a
+    write committed between health's read of the live ids and its read of the index's
+    is no inconsistency, however the two reads fall."""
+    memory = _memory(tmp_path, pgvector_url)
+    other = _memory(tmp_path, pgvector_url)
+    try:
+        docs = [memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)]
+        members = PgDense.member_ids
+        calls = 0
+
+        def after_a_write(self: PgDense) -> np.ndarray:
+            nonlocal calls
+            calls += 1
+            if calls == 1:  # once, between the snapshot and the index's ids
+                if write == "ingest":
+                    other.ingest_text("a note written while health reads", "late")
+                else:
+                    other.delete_document(docs[0])
+            return members(self)
+
+        monkeypatch.setattr(PgDense, "member_ids", after_a_write)
+        report = memory.index_health()
+        assert calls >= 1
+        assert report.healthy, [f.message for f in report.findings if f.severity == "error"]
+    finally:
+        other.close()
+        memory.close()

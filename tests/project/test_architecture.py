@@ -1,0 +1,186 @@
+"""Which way imports point (docs/architecture.md): tables of layers, checked on the source.
+
+In the library (``memory_pipeline/``) a module may import its own layer and the ones
+below; only the adapters at the top (CLI, Dagster, evaluation harness) may import
+argparse or Dagster, and no module of the library imports the MCP server package
+(``serving/``) or the MCP SDK. The server is an adapter beside them: it imports the
+library's core (layers 0-3), not its adapters, and has layers of its own, lowest first:
+the parts (schemas, hints, errors, the wire form, tool kinds...), the tools, the
+server, the entry points (the only ones that may import argparse).
+Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted;
+relative imports are resolved to the module they name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "memory_pipeline"
+SERVER = ROOT / "serving"
+
+LAYERS: dict[str, int] = {
+    # 0: vocabulary shared by everyone
+    "__init__": 0, "errors": 0, "types": 0, "metadata": 0, "durable": 0, "spaces": 0,
+    "runtimes": 0,
+    # 1: storage, loading, indices
+    "store": 1, "ingest": 1, "index": 1,
+    # 2: models, the memory axis, search
+    "embedding": 2, "memory": 2, "search": 2,
+    # 3: configuration, sources, the front door
+    "config": 3, "sources": 3, "system": 3,
+    # 4: adapters and the evaluation harness
+    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3,
+}  # fmt: skip
+ADAPTERS = LAYERS["cli"]
+SERVING_LAYERS: dict[str, int] = {
+    # 0: parts: input and output models, hints, errors, the wire form, tool kinds,
+    #    paths, loading, HTTP, the test harness
+    "__init__": 0, "schemas": 0, "hints": 0, "errors": 0, "wire": 0, "toolspec": 0,
+    "paths": 0, "loading": 0, "http": 0, "harness": 0,
+    # 1: the tools
+    "read_tools": 1, "write_tools": 1,
+    # 2: the server
+    "server": 2,
+    # 3: entry points
+    "__main__": 3, "bench": 3, "wire_size": 3,
+}  # fmt: skip
+ENTRY_POINTS = SERVING_LAYERS["__main__"]
+ADAPTER_ONLY = {"argparse", "dagster"}
+NEVER = {"serving", "mcp"}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.Module, package: list[str]) -> list[str]:
+    """Dotted names imported at run time; ``from a import b`` counts as ``a.b``.
+
+    ``package`` is the importing module's package, to resolve relative imports.
+    """
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            skip.update(id(n) for child in node.body for n in ast.walk(child))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.extend(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
+def _library_rule(part: str, name: str) -> str | None:
+    layer = LAYERS[part]
+    top, _, rest = name.partition(".")
+    if top in NEVER:
+        return "the library never imports the MCP side"
+    if top in ADAPTER_ONLY and layer < ADAPTERS:
+        return f"only the adapters (layer {ADAPTERS}) may"
+    target = LAYERS.get(rest.split(".")[0], -1) if top == "memory_pipeline" else -1
+    if target > layer:
+        return f"upward, layer {layer} -> {target}"
+    return None
+
+
+def _serving_rule(part: str, name: str) -> str | None:
+    layer = SERVING_LAYERS[part]
+    top, _, rest = name.partition(".")
+    if top in ADAPTER_ONLY and layer < ENTRY_POINTS:
+        return f"only the server's entry points (serving layer {ENTRY_POINTS}) may"
+    if top == "memory_pipeline" and LAYERS.get(rest.split(".")[0], -1) >= ADAPTERS:
+        return "the server imports the library's core, not its adapters"
+    target = SERVING_LAYERS.get(rest.split(".")[0], -1) if top == "serving" else -1
+    if target > layer:
+        return f"upward, serving layer {layer} -> {target}"
+    return None
+
+
+def _violations_in(path: Path, source: str) -> list[str]:
+    """What is wrong with the imports of one file of ``memory_pipeline/`` or ``serving/``."""
+    root, layers, rule = (
+        (PACKAGE, LAYERS, _library_rule)
+        if path.is_relative_to(PACKAGE)
+        else (SERVER, SERVING_LAYERS, _serving_rule)
+    )
+    rel = path.relative_to(root).with_suffix("")
+    part = rel.parts[0]
+    if part not in layers:
+        return [f"{root.name}/{rel}: '{part}' has no layer in this test"]
+    package = [root.name, *rel.parts[:-1]]  # the package of a module or of an __init__
+    found = []
+    for name in _runtime_imports(ast.parse(source), package):
+        why = rule(part, name)
+        if why is not None:
+            found.append(f"{root.name}/{rel} imports {name}: {why}")
+    return found
+
+
+def _violations() -> list[str]:
+    return [
+        v
+        for root in (PACKAGE, SERVER)
+        for path in sorted(root.rglob("*.py"))
+        for v in _violations_in(path, path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_imports_point_down_and_frameworks_stay_at_the_edge() -> None:
+    assert _violations() == []
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "expected"),
+    [
+        ("store", "from memory_pipeline.system import MemorySystem\n", "upward, layer 1 -> 3"),
+        ("store", "from memory_pipeline import system\n", "upward, layer 1 -> 3"),
+        ("store", "from ..system import MemorySystem\n", "upward, layer 1 -> 3"),
+        ("store", "import dagster\n", "only the adapters"),
+        ("store", "from mcp.server import x\n", "never imports the MCP side"),
+        ("store", "from serving.server import build_server\n", "never imports the MCP side"),
+        ("cli", "import serving.__main__\n", "never imports the MCP side"),
+        ("system", "if not TYPE_CHECKING:\n    import serving\n", "never imports the MCP side"),
+    ],
+)
+def test_the_check_catches_a_violation_in_the_library(
+    where: str, source: str, expected: str
+) -> None:
+    probe = PACKAGE / where / "_architecture_probe.py"
+    assert any(expected in v for v in _violations_in(probe, source))
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("hints", "from serving.server import build_server\n", "upward, serving layer 0 -> 2"),
+        ("schemas", "from serving import read_tools\n", "upward, serving layer 0 -> 1"),
+        ("read_tools", "from .server import TOOLS\n", "upward, serving layer 1 -> 2"),
+        ("server", "import serving.__main__\n", "upward, serving layer 2 -> 3"),
+        ("server", "import argparse\n", "only the server's entry points"),
+        ("write_tools", "from memory_pipeline.cli.main import main\n", "not its adapters"),
+        ("probe_without_layer", "", "has no layer in this test"),
+    ],
+)
+def test_the_check_catches_a_violation_in_the_server(
+    module: str, source: str, expected: str
+) -> None:
+    assert any(expected in v for v in _violations_in(SERVER / f"{module}.py", source))
+
+
+def test_every_layer_names_a_module_that_exists() -> None:
+    """A module missing from a table is a violation above; a row left behind is caught here."""
+    assert set(LAYERS) == {
+        p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")
+    }
+    assert set(SERVING_LAYERS) == {p.stem for p in SERVER.glob("*.py")}

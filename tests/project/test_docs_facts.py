@@ -1,0 +1,80 @@
+"""Figures and names the docs quote are the code's: measured or looked up here, so they cannot drift."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from serving.wire_size import MODEL_VIEW, OUTPUT_SCHEMAS, TOOLS_LIST, Size, measure, sizes_of
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+#: A docs/mcp.md table row's first cell -> the ``python -m serving.wire_size`` row it quotes.
+WIRE_ROWS = {
+    "`tools/list`": TOOLS_LIST,
+    "… the part a model sees": MODEL_VIEW,
+    "… its output schemas": OUTPUT_SCHEMAS,
+}
+#: "31 166 (7 791; 13 667)": characters (chars/4; WordPiece tokens).
+FIGURES = re.compile(r"(\d[\d ]*) \((\d[\d ]*); (\d[\d ]*)\)")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def quoted_sizes(doc: Path) -> dict[str, tuple[int, int, int]]:
+    """The figures of the table rows ``WIRE_ROWS`` names: the last cell of each."""
+    found = {}
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        row = next((r for label, r in WIRE_ROWS.items() if cells[0].startswith(label)), None)
+        if row is not None:
+            match = FIGURES.fullmatch(cells[-1])
+            assert match, f"{doc.name}: no figures in {cells[-1]!r}"
+            chars, quarter, pieces = (int(g.replace(" ", "")) for g in match.groups())
+            found[row] = (chars, quarter, pieces)
+    return found
+
+
+@pytest.mark.anyio
+async def test_mcp_doc_quotes_the_measured_tools_list_sizes(tmp_path: Path) -> None:
+    # tools/list does not depend on the model: the fast hashing embedder measures it.
+    sizes: dict[str, Size] = sizes_of(await measure(tmp_path, "hashing"))
+    measured = {
+        row: (sizes[row].chars, sizes[row].quarter, sizes[row].wordpiece)
+        for row in WIRE_ROWS.values()
+    }
+    assert quoted_sizes(DOCS / "mcp.md") == measured, "rerun python -m serving.wire_size"
+
+
+#: A module or folder named in backticks: ``index/bm25.py``, ``store/``, ``chroma.py``.
+MODULE_PATH = re.compile(r"`([\w./-]+(?:\.py|/))`")
+
+
+def missing_paths(doc: Path) -> list[str]:
+    """Paths ``doc`` names that are not in the repository.
+
+    A folder, or a path with one, resolves from the repository root or from
+    ``memory_pipeline/``; a bare file name (a row of a table under its package's heading) must exist somewhere
+    in the code."""
+    repo = DOCS.parent
+    code = [*(repo / "memory_pipeline").rglob("*.py"), *(repo / "serving").rglob("*.py")]
+    names = {p.name for p in code}
+    missing = []
+    for path in sorted(set(MODULE_PATH.findall(doc.read_text(encoding="utf-8")))):
+        if "/" in path:
+            found = (repo / path).exists() or (repo / "memory_pipeline" / path).exists()
+        else:
+            found = path in names
+        if not found:
+            missing.append(path)
+    return missing
+
+
+def test_architecture_doc_names_only_modules_that_exist() -> None:
+    assert missing_paths(DOCS / "architecture.md") == []

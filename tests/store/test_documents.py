@@ -1,0 +1,76 @@
+"""Documents in the store: labels, dates set later, rows as stored, refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.store import Store
+from memory_pipeline.types import NewChunk, Turn
+from tests.store.test_store import chunks, doc, vecs
+
+DAY = dt.date(2024, 5, 6)
+SAID = dt.datetime(2024, 1, 2, 9, 0, tzinfo=dt.UTC)
+
+
+def test_document_labels_name_each_existing_document_once(db_url: str) -> None:
+    store = Store(db_url)
+    store.add_document(doc("a", source="a.md"), chunks("x"), vecs(1), "m")
+    store.add_document(doc("b", source="b.md"), chunks("y"), vecs(1), "m")
+    labels = store.document_labels(["b", "a", "b", "missing"])
+    assert labels == {"a": ("title a", "a.md"), "b": ("title b", "b.md")}
+    assert store.document_labels([]) == {}
+    store.close()
+
+
+def test_set_source_date_dates_the_document_and_only_its_undated_chunks(db_url: str) -> None:
+    store = Store(db_url)
+    turn = NewChunk(1, "said then", 2, turns=(Turn("t1", "alice", SAID),))
+    ids = store.add_document(doc("d"), [NewChunk(0, "plain", 1), turn], vecs(2), "m")
+    store.add_document(doc("dated", day=DAY), chunks("z"), vecs(1), "m")
+    assert [d.doc_id for d in store.documents_without_source_date()] == ["d"]
+
+    assert store.set_source_date("d", DAY, "front_matter") == 1  # the turn chunk kept its day
+    info = store.get_document("d")
+    assert info is not None and (info.source_date, info.source_date_rule) == (DAY, "front_matter")
+    records = store.get_chunks(ids)
+    assert [records[i].source_date for i in ids] == [DAY, SAID.date()]
+    assert store.documents_without_source_date() == []
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.set_source_date("missing", DAY, "metadata"), NotFoundError),
+        (lambda s: s.delete_document("missing"), NotFoundError),
+        (lambda s: s.add_document(doc("d"), chunks("a", "b"), vecs(1), "m"), InvalidInputError),
+        (lambda s: s.store_document(doc("d"), chunks("a"), vecs(2), "m"), InvalidInputError),
+    ],
+    ids=["date-missing", "delete-missing", "fewer-vectors", "more-vectors"],
+)
+def test_refused_writes_change_nothing(db_url: str, call, error) -> None:  # type: ignore[no-untyped-def]
+    store = Store(db_url)
+    store.add_document(doc("kept"), chunks("k"), vecs(1), "m")
+    before = store.pending_changes().seqs.tolist()
+    with pytest.raises(error):
+        call(store)
+    assert store.counts() == {"documents": 1, "chunks": 1}
+    assert store.pending_changes().seqs.tolist() == before
+    store.close()
+
+
+def test_documents_info_reads_the_rows_as_stored(db_url: str) -> None:
+    store = Store(db_url)
+    first = doc("p", kt="principle", source="p.md", day=DAY)
+    store.add_document(first, chunks("p0"), vecs(1), "m")
+    store.add_document(doc("n", kt=None, source="n.md"), chunks("n0"), vecs(1), "m")
+    info = store.documents_info(["p", "n", "p", "gone"])
+    assert sorted(info) == ["n", "p"]
+    assert info["p"] == dataclasses.replace(first, n_chunks=1)  # the store counts the chunks
+    assert (info["n"].knowledge_type, info["n"].source_date) == (None, None)
+    assert store.documents_info([]) == {}
+    store.close()

@@ -1,0 +1,264 @@
+"""Settings.from_env refuses malformed HYBRID_RAG_* values by name.
+
+A bad value must fail where the environment is read (the composition root), with the
+variable's name, not later inside a chunker, a search or a Dagster run.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memory_pipeline.config import ENV_VARS, Settings
+from memory_pipeline.errors import InvalidInputError
+
+INTEGERS = {
+    "HYBRID_RAG_EMBED_BATCH_SIZE": "embed_batch_size",
+    "HYBRID_RAG_MAX_CHUNK_SIZE": "max_chunk_size",
+    "HYBRID_RAG_CHUNK_OVERLAP": "chunk_overlap",
+    "HYBRID_RAG_TOP_N": "top_n",
+    "HYBRID_RAG_MAX_FILE_BYTES": "max_file_bytes",
+}
+PATHS = {
+    "HYBRID_RAG_DB_PATH": "db_path",
+    "HYBRID_RAG_INDEX_PATH": "index_path",
+    "HYBRID_RAG_ARCHIVE_PATH": "archive_path",
+}
+
+
+REFUSED = [
+    *[(name, value) for name in INTEGERS for value in ("abc", "1.5", "12abc", "   ", "0x10")],
+    ("HYBRID_RAG_FUSION", "borda"),
+    ("HYBRID_RAG_FUSION", "convex rrf"),
+]
+OUT_OF_RANGE = [
+    *[(name, "-1") for name in INTEGERS],
+    *[(name, "0") for name in INTEGERS if name != "HYBRID_RAG_CHUNK_OVERLAP"],  # 0 overlap is valid
+    ("HYBRID_RAG_MAX_CHUNK_SIZE", "8"),  # the chunker needs at least 16 tokens
+    ("HYBRID_RAG_TOP_N", "20000"),  # a search takes at most 10000 per retriever
+]
+
+
+@pytest.mark.parametrize(("name", "value"), REFUSED)
+def test_a_malformed_value_is_refused_by_name(name: str, value: str) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(name)) as info:
+        Settings.from_env({name: value})
+    assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "value"), OUT_OF_RANGE)
+def test_an_out_of_range_value_is_refused_by_name(name: str, value: str) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(name)):
+        Settings.from_env({name: value})
+
+
+def test_the_chunk_overlap_must_leave_room_for_new_text() -> None:
+    env = {"HYBRID_RAG_MAX_CHUNK_SIZE": "64", "HYBRID_RAG_CHUNK_OVERLAP": "32"}
+    with pytest.raises(InvalidInputError, match="HYBRID_RAG_CHUNK_OVERLAP"):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize("name", list(PATHS))
+def test_an_empty_path_is_refused_or_unset(name: str) -> None:
+    try:
+        settings = Settings.from_env({name: ""})
+    except InvalidInputError as exc:
+        assert name in str(exc)
+    else:
+        assert getattr(settings, PATHS[name]) == getattr(Settings(), PATHS[name])
+
+
+@pytest.mark.parametrize("name", [*INTEGERS, "HYBRID_RAG_FUSION", "HYBRID_RAG_DATABASE_URL"])
+def test_an_empty_value_means_unset(name: str) -> None:
+    """The convention of every HYBRID_RAG_* and MEMORY_PIPELINE_* number: '' takes the default."""
+    assert Settings.from_env({name: ""}) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("HYBRID_RAG_TOP_N", " 20 ", 20),
+        ("HYBRID_RAG_CHUNK_OVERLAP", "0", 0),
+        ("HYBRID_RAG_FUSION", " RRF ", "rrf"),
+    ],
+)
+def test_well_formed_values_are_read(name: str, value: str, expected: object) -> None:
+    section, field = ENV_VARS[name]
+    assert getattr(getattr(Settings.from_env({name: value}), section), field) == expected
+
+
+def test_every_setting_can_be_set_from_the_environment() -> None:
+    env = {
+        "HYBRID_RAG_RRF_K": "10",
+        "HYBRID_RAG_IVF_THRESHOLD": "5000",
+        "HYBRID_RAG_TIME_WEIGHT": "0.3",
+        "HYBRID_RAG_FREQ_WEIGHT": "0.2",
+        "HYBRID_RAG_IMPORTANCE_THRESHOLD": "0.4",
+        "HYBRID_RAG_HALF_LIVES": "news=7, paper=none",
+        "HYBRID_RAG_GUARANTEED_TYPES": "principle,paper",
+        "HYBRID_RAG_GUARANTEED_IMPORTANCE": "0.9",
+        "HYBRID_RAG_GUARANTEED_LIMIT": "5",
+    }
+    s = Settings.from_env(env)
+    assert (s.search.rrf_k, s.index.ivf_threshold) == (10, 5000)
+    assert (s.memory.time_weight, s.memory.freq_weight, s.memory.importance_threshold) == (
+        0.3,
+        0.2,
+        0.4,
+    )
+    assert s.memory.half_lives == (("news", 7.0), ("paper", None))
+    assert s.search.guaranteed_types == ("principle", "paper")
+    assert (s.search.guaranteed_importance_threshold, s.search.guaranteed_candidates_limit) == (
+        0.9,
+        5,
+    )
+    assert s.memory_params().importance_threshold == 0.4
+
+
+def _every_field() -> list[tuple[str, str]]:
+    """(section, field) of every setting; '' is the top level."""
+    top = [("", n) for n in Settings.model_fields if n not in Settings.SECTIONS]
+    nested = [
+        (section, name)
+        for section in Settings.SECTIONS
+        for name in type(getattr(Settings(), section)).model_fields
+    ]
+    return top + nested
+
+
+def test_every_field_has_its_variable() -> None:
+    """A new setting is settable from the environment (its alias is its variable)."""
+    assert sorted(ENV_VARS.values()) == sorted(_every_field())
+    assert all(var.startswith("HYBRID_RAG_") for var in ENV_VARS)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("HYBRID_RAG_TIME_WEIGHT", "heavy", "must be a number"),
+        ("HYBRID_RAG_TIME_WEIGHT", "1.5", "in [0, 1]"),
+        ("HYBRID_RAG_IMPORTANCE_THRESHOLD", "-0.1", "in [0, 1]"),
+        ("HYBRID_RAG_HALF_LIVES", "news", "<knowledge_type>=<days>"),
+        ("HYBRID_RAG_HALF_LIVES", "blog=3", "unknown knowledge_type"),
+        ("HYBRID_RAG_HALF_LIVES", "news=-2", "> 0 days"),
+        ("HYBRID_RAG_GUARANTEED_TYPES", "principle,blog", "unknown knowledge types"),
+        ("HYBRID_RAG_GUARANTEED_LIMIT", "5000", "between 0 and 1000"),
+        ("HYBRID_RAG_RRF_K", "-1", "at least 0"),
+        ("HYBRID_RAG_FORGET_MAX_FRACTION", "2", "in [0, 1]"),
+        ("HYBRID_RAG_ALLOW_HARD_LINKS", "maybe", "true or false"),
+    ],
+)
+def test_memory_and_search_variables_are_checked(name: str, value: str, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(message)) as info:
+        Settings.from_env({name: value})
+    assert name in str(info.value)
+
+
+def test_weights_that_leave_no_room_for_relevance_are_refused() -> None:
+    with pytest.raises(InvalidInputError, match="time_weight \\+ freq_weight"):
+        Settings.from_env({"HYBRID_RAG_TIME_WEIGHT": "0.7", "HYBRID_RAG_FREQ_WEIGHT": "0.5"})
+
+
+def test_the_readme_lists_every_variable() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert [name for name in ENV_VARS if f"`{name}`" not in readme] == []
+
+
+def test_settings_never_read_the_environment_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ``from_env`` (at an entry point) reads it; ``Settings()`` is the defaults."""
+    monkeypatch.setenv("HYBRID_RAG_TOP_N", "7")
+    monkeypatch.setenv("HYBRID_RAG_DB_PATH", "/elsewhere.db")
+    assert Settings().search.top_n != 7 and str(Settings().db_path) != "/elsewhere.db"
+    assert Settings.from_env().search.top_n == 7
+
+
+def test_the_forgetting_defaults_are_the_configured_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    settings = Settings(
+        db_path=tmp_path / "m.db",
+        index_path=tmp_path / "i",
+        archive_path=tmp_path / "a",
+        score_threshold=1.0,
+        max_fraction=1.0,
+        grace_days=0,
+    )
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        system.ingest_text("a note that will be scored", "note")
+        report = system.run_forgetting_batch(dry_run=True)
+        # A threshold of 1.0 makes every chunk a candidate; the default 0.05 would not.
+        assert report.candidates == report.live_chunks == 1
+        assert report.params["grace_days"] == 0  # the default 30 would shield the new note
+    finally:
+        system.close()
+
+
+# The Dagster pipeline's section: MEMORY_PIPELINE_* variables, read by the same model.
+PIPELINE_REFUSED = [
+    ("MEMORY_PIPELINE_TAG_COVERAGE_FLOOR", "1.5", "must be [0, 1], got 1.5"),
+    ("MEMORY_PIPELINE_TAG_COVERAGE_FLOOR", "abc", "must be a number, got 'abc'"),
+    ("MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS", "x", "must be a number, got 'x'"),
+    ("MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS", "-1", "must be ≥ 0, got -1"),
+    ("MEMORY_PIPELINE_EVAL_MARGIN", "2", "must be [0, 1], got 2"),
+    ("MEMORY_PIPELINE_EVAL_MARGIN", "-0.5", "must be [0, 1], got -0.5"),
+    ("MEMORY_PIPELINE_UI_URL", "localhost:3000", "must be an http:// or https:// URL, got "),
+    # A webhook URL may carry its token: the message does not repeat it.
+    ("MEMORY_PIPELINE_ALERT_WEBHOOK", "ftp://x/secret", "must be an http:// or https:// URL"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), PIPELINE_REFUSED)
+def test_a_bad_pipeline_setting_is_refused_by_name(name: str, value: str, message: str) -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    with pytest.raises(InvalidInputError) as info:
+        PipelineSettings.from_env({name: value})
+    shown = f"{name} {message}" + (repr(value) if message.endswith("got ") else "")
+    assert str(info.value) == shown
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "expected"),
+    [
+        ({}, "sources_file", None),
+        ({"MEMORY_PIPELINE_SOURCES": ""}, "sources_file", None),
+        ({"MEMORY_PIPELINE_SOURCES": "s.yaml"}, "sources_file", "s.yaml"),
+        ({}, "tag_coverage_floor", 0.5),
+        ({"MEMORY_PIPELINE_TAG_COVERAGE_FLOOR": "  "}, "tag_coverage_floor", 0.5),
+        ({"MEMORY_PIPELINE_TAG_COVERAGE_FLOOR": " 0.25 "}, "tag_coverage_floor", 0.25),
+        ({}, "index_debounce_seconds", 20),
+        ({"MEMORY_PIPELINE_INDEX_DEBOUNCE_SECONDS": "0"}, "index_debounce_seconds", 0),
+        ({}, "forgetting_archive", False),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": " YES "}, "forgetting_archive", True),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": "1"}, "forgetting_archive", True),
+        ({"MEMORY_PIPELINE_FORGETTING_ARCHIVE": "maybe"}, "forgetting_archive", False),
+        ({"MEMORY_PIPELINE_GOLDEN": "g.yaml"}, "golden_file", "g.yaml"),
+        ({"MEMORY_PIPELINE_EVAL_DIR": "e"}, "eval_dir", "e"),
+        ({}, "eval_margin", 0.02),
+        ({"MEMORY_PIPELINE_EVAL_MARGIN": "0.1"}, "eval_margin", 0.1),
+        ({}, "alert_webhook", None),
+        ({"MEMORY_PIPELINE_ALERT_WEBHOOK": " https://h/x "}, "alert_webhook", "https://h/x"),
+        ({"MEMORY_PIPELINE_ALERT_LOG": "a.jsonl"}, "alert_log", "a.jsonl"),
+        ({}, "ui_url", "http://127.0.0.1:3000"),
+        ({"MEMORY_PIPELINE_UI_URL": ""}, "ui_url", "http://127.0.0.1:3000"),
+        ({"MEMORY_PIPELINE_UI_URL": "HTTP://h:1"}, "ui_url", "HTTP://h:1"),
+    ],
+)
+def test_pipeline_settings_are_read_with_their_defaults(
+    env: dict[str, str], field: str, expected: object
+) -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    assert getattr(PipelineSettings.from_env(env), field) == expected
+
+
+def test_the_webhook_url_is_kept_out_of_the_repr() -> None:
+    from memory_pipeline.config import PipelineSettings
+
+    settings = PipelineSettings.from_env({"MEMORY_PIPELINE_ALERT_WEBHOOK": "https://h/s3cret"})
+    assert "s3cret" not in repr(settings)
