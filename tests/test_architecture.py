@@ -7,8 +7,11 @@ argparse or Dagster, and no module of the library imports the MCP server package
 library's core (layers 0-3), not its adapters, and has layers of its own, lowest first:
 the parts (schemas, hints, errors, the wire form, tool kinds...), the tools, the
 server, the entry points (the only ones that may import argparse).
-Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted;
-relative imports are resolved to the module they name.
+Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted, with one
+exception: no module below the configuration (``config``, layer 3) names it even there —
+an index backend, the embedder registry or the ingestor is handed its own section of the
+settings (``index/settings.py``, ``embedding/settings.py``, ``ingest/settings.py``), never
+the whole ``Settings``. Relative imports are resolved to the module they name.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ SERVER = ROOT / "serving"
 LAYERS: dict[str, int] = {
     # 0: vocabulary shared by everyone
     "__init__": 0, "errors": 0, "types": 0, "metadata": 0, "durable": 0, "spaces": 0,
-    "runtimes": 0,
+    "runtimes": 0, "sections": 0,
     # 1: storage, loading, indices
     "store": 1, "ingest": 1, "index": 1,
     # 2: models, the memory axis, search
@@ -59,18 +62,19 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_imports(tree: ast.Module, package: list[str]) -> list[str]:
-    """Dotted names imported at run time; ``from a import b`` counts as ``a.b``.
+def _imports(tree: ast.Module, package: list[str], *, annotations: bool = False) -> list[str]:
+    """Dotted names imported at run time (``annotations``: those under ``if TYPE_CHECKING:``
+    instead); ``from a import b`` counts as ``a.b``.
 
     ``package`` is the importing module's package, to resolve relative imports.
     """
-    skip: set[int] = set()
+    typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            skip.update(id(n) for child in node.body for n in ast.walk(child))
+            typing_only.update(id(n) for child in node.body for n in ast.walk(child))
     names: list[str] = []
     for node in ast.walk(tree):
-        if id(node) in skip:
+        if (id(node) in typing_only) != annotations:
             continue
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
@@ -91,6 +95,14 @@ def _library_rule(part: str, name: str) -> str | None:
     target = LAYERS.get(rest.split(".")[0], -1) if top == "memory_pipeline" else -1
     if target > layer:
         return f"upward, layer {layer} -> {target}"
+    return None
+
+
+def _annotation_rule(part: str, name: str) -> str | None:
+    top, _, rest = name.partition(".")
+    below_config = LAYERS[part] < LAYERS["config"]
+    if top == "memory_pipeline" and rest.split(".")[0] == "config" and below_config:
+        return "below the configuration a module is handed its own section, not Settings"
     return None
 
 
@@ -120,10 +132,16 @@ def _violations_in(path: Path, source: str) -> list[str]:
         return [f"{root.name}/{rel}: '{part}' has no layer in this test"]
     package = [root.name, *rel.parts[:-1]]  # the package of a module or of an __init__
     found = []
-    for name in _runtime_imports(ast.parse(source), package):
+    tree = ast.parse(source)
+    for name in _imports(tree, package):
         why = rule(part, name)
         if why is not None:
             found.append(f"{root.name}/{rel} imports {name}: {why}")
+    if root == PACKAGE:
+        for name in _imports(tree, package, annotations=True):
+            why = _annotation_rule(part, name)
+            if why is not None:
+                found.append(f"{root.name}/{rel} names {name}: {why}")
     return found
 
 
@@ -140,6 +158,9 @@ def test_imports_point_down_and_frameworks_stay_at_the_edge() -> None:
     assert _violations() == []
 
 
+_SECTION = "handed its own section, not Settings"
+
+
 @pytest.mark.parametrize(
     ("where", "source", "expected"),
     [
@@ -151,6 +172,11 @@ def test_imports_point_down_and_frameworks_stay_at_the_edge() -> None:
         ("store", "from serving.server import build_server\n", "never imports the MCP side"),
         ("cli", "import serving.__main__\n", "never imports the MCP side"),
         ("system", "if not TYPE_CHECKING:\n    import serving\n", "never imports the MCP side"),
+        ("index", "from memory_pipeline.config import Settings\n", "upward, layer 1 -> 3"),
+        ("embedding", "from memory_pipeline.config import Settings\n", "upward, layer 2 -> 3"),
+        ("index", "if TYPE_CHECKING:\n    from memory_pipeline.config import Settings\n", _SECTION),
+        ("embedding", "if TYPE_CHECKING:\n    from ..config import IndexSettings\n", _SECTION),
+        ("ingest", "if TYPE_CHECKING:\n    import memory_pipeline.config\n", _SECTION),
     ],
 )
 def test_the_check_catches_a_violation_in_the_library(

@@ -61,18 +61,18 @@ from memory_pipeline.index.versions import (
 )
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
+    from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 
 Ranked = list[tuple[int, float]]
 _PAGE = 5_000
 
 
-def open_chroma(settings: Settings, store: Store, model_id: str) -> QueuedIndex:
-    """The backend over the server ``chroma_url``, or else over an embedded store."""
-    index = settings.index
-    folder = None if index.chroma_url else index.chroma_path or settings.index_path / "chroma"
-    root = settings.index_path / "chroma-bm25"
+def open_chroma(index: IndexSettings, index_path: Path, store: Store, model_id: str) -> QueuedIndex:
+    """The backend over the server ``chroma_url``, or else over an embedded store (in
+    ``index_path`` unless ``chroma_path`` says where); its BM25 files are in ``index_path``."""
+    folder = None if index.chroma_url else index.chroma_path or index_path / "chroma"
+    root = index_path / "chroma-bm25"
     service = ChromaService(
         connect_chroma(index.chroma_url, folder),
         index.collection,
