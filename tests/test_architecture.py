@@ -11,7 +11,9 @@ Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted, wi
 exception: no module below the configuration (``config``, layer 3) names it even there —
 an index backend, the embedder registry or the ingestor is handed its own section of the
 settings (``index/settings.py``, ``embedding/settings.py``, ``ingest/settings.py``), never
-the whole ``Settings``. Relative imports are resolved to the module they name.
+the whole ``Settings``. The index backends (``index/backends/<name>``) are peers: none
+imports another's modules, and the code they share imports none of them (table below).
+Relative imports are resolved to the module they name.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ SERVING_LAYERS: dict[str, int] = {
     "__main__": 3, "bench": 3, "wire_size": 3,
 }  # fmt: skip
 ENTRY_POINTS = SERVING_LAYERS["__main__"]
+#: The index backends under ``index/backends/``: peers, none imports another's modules,
+#: nor does the code they share (``index/``, ``index/backends/queued.py``...) import them,
+BACKENDS = {"local", "pgvector", "qdrant", "chroma"}
+#: except the opener (``open_backend``) and the index section, which takes its defaults
+#: from the backend that uses them,
+OPENERS = {("index", "backends", "__init__"), ("index", "settings")}
+#: and Chroma, which keeps its BM25 in the local backend's tantivy partitions.
+BORROWED = {("chroma", "local")}
 ADAPTER_ONLY = {"argparse", "dagster"}
 NEVER = {"serving", "mcp"}
 
@@ -106,6 +116,26 @@ def _annotation_rule(part: str, name: str) -> str | None:
     return None
 
 
+def _backend_of(parts: list[str] | tuple[str, ...]) -> str | None:
+    """The backend a module of ``memory_pipeline/index/...`` belongs to (None: shared)."""
+    if len(parts) > 2 and parts[:2] == ("index", "backends") and parts[2] in BACKENDS:
+        return parts[2]
+    return None
+
+
+def _peer_rule(rel: tuple[str, ...], name: str) -> str | None:
+    top, _, rest = name.partition(".")
+    target = _backend_of(tuple(rest.split("."))) if top == "memory_pipeline" else None
+    if rel[0] != "index" or target is None or rel in OPENERS:
+        return None
+    own = _backend_of(rel)
+    if own is None:
+        return f"code the backends share imports the {target} backend"
+    if own != target and (own, target) not in BORROWED:
+        return f"the {own} backend imports its peer {target}"
+    return None
+
+
 def _serving_rule(part: str, name: str) -> str | None:
     layer = SERVING_LAYERS[part]
     top, _, rest = name.partition(".")
@@ -138,6 +168,10 @@ def _violations_in(path: Path, source: str) -> list[str]:
         if why is not None:
             found.append(f"{root.name}/{rel} imports {name}: {why}")
     if root == PACKAGE:
+        for name in _imports(tree, package):
+            why = _peer_rule(rel.parts, name)
+            if why is not None:
+                found.append(f"{root.name}/{rel} imports {name}: {why}")
         for name in _imports(tree, package, annotations=True):
             why = _annotation_rule(part, name)
             if why is not None:
@@ -184,6 +218,23 @@ def test_the_check_catches_a_violation_in_the_library(
 ) -> None:
     probe = PACKAGE / where / "_architecture_probe.py"
     assert any(expected in v for v in _violations_in(probe, source))
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("backends/queued.py", "from .local.manager import x\n", "share imports the local"),
+        ("bm25.py", "from memory_pipeline.index.backends import chroma\n", "share imports the"),
+        ("backends/qdrant/search.py", "from ..chroma import x\n", "qdrant backend imports"),
+        ("backends/chroma.py", "from .pgvector.schema import x\n", "its peer pgvector"),
+        ("backends/local/reader.py", "from memory_pipeline.index.backends.names import x\n", ""),
+        ("backends/chroma.py", "from .local.sparse import SparseIndex\n", ""),
+        ("backends/__init__.py", "from .local.reader import IndexReader\n", ""),
+    ],
+)
+def test_the_index_backends_are_peers(module: str, source: str, expected: str) -> None:
+    found = _violations_in(PACKAGE / "index" / module, source)
+    assert any(expected in v for v in found) if expected else found == []
 
 
 @pytest.mark.parametrize(

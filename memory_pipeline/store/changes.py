@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from memory_pipeline.errors import ModelMismatchError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.rows import SPARSE_TEXT, batched, now_utc, stack_vectors
 from memory_pipeline.store.schema import Chunk, Embedding, IndexChange, IndexVersion
@@ -91,6 +92,22 @@ class Reads:
                 found.append(int(cid))
                 blobs.append(blob)
         return np.asarray(found, dtype=np.int64), stack_vectors(blobs)
+
+    def stored_vectors(self, ids: np.ndarray, model_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of live chunks, sorted by id, for an index to take in; in one snapshot,
+        a live chunk without one is another model's (refused, with what to do)."""
+        if not len(ids):
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        found, vecs = self.vectors_for(ids.tolist(), model_id)
+        if len(found) < len(ids):
+            missing = np.setdiff1d(ids, found)
+            raise ModelMismatchError(
+                f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
+                f"model {model_id!r}; re-ingest them with this model or configure the model "
+                "they were embedded with"
+            )
+        order = np.argsort(found)
+        return found[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
 
 
 class ChangeQueries(StoreBase):
