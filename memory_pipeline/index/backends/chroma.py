@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ from memory_pipeline.index.backends.local.sparse import SparseIndex
 from memory_pipeline.index.backends.local.sparse_spaces import (
     DEFAULT_SPACE,
     PartitionedSparse,
+    PartitionedView,
     partition_dir,
     partition_dirs,
 )
@@ -159,7 +160,7 @@ class ChromaDense:
 
 
 @dataclass
-class ChromaView:
+class ChromaView(PartitionedView):
     """One published version: its collection and its BM25 partitions."""
 
     manifest: Manifest
@@ -173,16 +174,6 @@ class ChromaView:
     @property
     def dense(self) -> ChromaDense:
         return ChromaDense(self.collection, self.manifest.n_dense, self.vectors)
-
-    def for_spaces(self, read: Collection[str] | None) -> ChromaView:
-        view = self.partitions.view(read)
-        return self if view is self.sparse else replace(self, sparse=view)
-
-    def member_ids(self) -> np.ndarray:
-        return self.dense.member_ids()
-
-    def stored_sparse_ids(self) -> np.ndarray:
-        return PartitionedSparse.stored_ids(self.path)
 
     def size_bytes(self) -> int:
         return dir_size(self.path) + (dir_size(self.folder) if self.folder else 0)
