@@ -19,6 +19,7 @@ Relative imports are resolved to the module they name.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,51 @@ def test_every_layer_names_a_module_that_exists() -> None:
         p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")
     }
     assert set(SERVING_LAYERS) == {p.stem for p in SERVER.glob("*.py")}
+
+
+def _store_tables() -> set[str]:
+    from memory_pipeline.store.schema import Base
+
+    return set(Base.metadata.tables)
+
+
+def _sql_on(tables: set[str], source: str) -> list[str]:
+    """The store's tables that string literals in ``source`` read or write in SQL."""
+    names = "|".join(sorted(tables))
+    sql = re.compile(rf"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+({names})\b")  # SQL is upper case
+    return sorted(
+        {
+            m.group(1)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            for m in sql.finditer(node.value)
+        }
+    )
+
+
+def test_only_the_store_writes_sql_on_its_tables() -> None:
+    """docs/architecture.md, "Inside the store": the pgvector backend's SQL is on its own
+    ``pgv_*`` tables; what it reads of the store's, it asks the store (``Reads``)."""
+    tables = _store_tables()
+    found = {
+        str(path.relative_to(PACKAGE)): hits
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not path.is_relative_to(PACKAGE / "store")
+        for hits in [_sql_on(tables, path.read_text(encoding="utf-8"))]
+        if hits
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('q = "SELECT c.id FROM chunks c LEFT JOIN embeddings e ON 1"\n', ["chunks", "embeddings"]),
+        ('q = f"DELETE FROM index_changes WHERE seq = {x}"\n', ["index_changes"]),
+        ('q = "SELECT n FROM pgv_stats"  # chunks\n', []),
+        ('"""Split the text into chunks."""\n', []),
+        ('q = "chunk_id bigint REFERENCES chunks(id) ON DELETE CASCADE"\n', []),
+    ],
+)
+def test_the_sql_check_finds_the_stores_tables(source: str, expected: list[str]) -> None:
+    assert _sql_on(_store_tables(), source) == expected
