@@ -103,7 +103,7 @@ def main() -> int:
         return 2
     sessions = parse_transcript(args.file)[: args.sessions]
     base = Settings.from_env()
-    inner = embedder_for(base)
+    inner = embedder_for(base.embedding)
     inner.embed_documents(["warm up the model"])  # type: ignore[attr-defined]
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(f"{len(sessions)} sessions, {sum(len(c.messages) for c in sessions)} turns, "

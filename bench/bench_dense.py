@@ -105,7 +105,7 @@ def queries(model_id: str, n: int) -> tuple[list[str], np.ndarray]:
 
     rows = [json.loads(line) for line in SCIFACT.joinpath("queries.jsonl").open()][:n]
     texts = [r["text"] for r in rows]
-    embedder = embedder_for(Settings())
+    embedder = embedder_for(Settings().embedding)
     if embedder.model_id != model_id:
         raise SystemExit(
             f"the cached vectors are {model_id!r}, the default model {embedder.model_id!r}"

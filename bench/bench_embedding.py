@@ -49,7 +49,7 @@ FIRST_VECTOR = """
 import time
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.registry import embedder_for
-embedder_for(Settings.from_env()).embed_query("what did the chunk size experiment show?")
+embedder_for(Settings.from_env().embedding).embed_query("what did the chunk size experiment show?")
 print("ok")
 """
 PEAK_RSS = """
@@ -63,7 +63,7 @@ LOOP = """
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.onnx import OnnxEmbedder
 from memory_pipeline.embedding.registry import embedder_for
-e = embedder_for(Settings.from_env())
+e = embedder_for(Settings.from_env().embedding)
 if isinstance(e, OnnxEmbedder):
     e.spinning = {spinning!r}
 texts = {texts!r}

@@ -2,7 +2,9 @@
 
 Every setting is a field of one section (search, memory axis, forgetting, index, …)
 whose alias is its ``HYBRID_RAG_*`` variable; its default is taken from the module
-that uses it, so it is written once. ``Settings()`` never reads the environment:
+that uses it, so it is written once. The sections handed to the layers below (``index``,
+``embedding``, ``ingest``) live beside the code they configure (``index/settings.py``, …;
+``memory_pipeline/sections.py`` is their common shape) and are composed here. ``Settings()`` never reads the environment:
 ``Settings.from_env(env)`` does, and refuses a bad value with the variable's name.
 
 ``PipelineSettings`` is the Dagster pipeline's section (sources file, checks, golden
@@ -21,7 +23,6 @@ from typing import Annotated, Any, ClassVar
 import annotated_types
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -31,145 +32,27 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
+from memory_pipeline.embedding.settings import EmbeddingSettings as EmbeddingSettings
+from memory_pipeline.embedding.settings import default_cache_dir as default_cache_dir
 from memory_pipeline.errors import InvalidInputError, SettingError
-from memory_pipeline.index.backends.local.dense import (
-    DEFAULT_DENSE_INDEX,
-    DEFAULT_IVF_THRESHOLD,
-    DENSE_INDEXES,
-)
-from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
-from memory_pipeline.ingest.chunking import (
-    DEFAULT_CHUNK_OVERLAP,
-    DEFAULT_MAX_CHUNK_SIZE,
-    MIN_CHUNK_SIZE,
-)
-from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
-from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, TurnIndexing
+from memory_pipeline.index.settings import IndexSettings as IndexSettings
+from memory_pipeline.ingest.settings import IngestSettings as IngestSettings
 from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
 from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
 from memory_pipeline.metadata import KnowledgeType
-from memory_pipeline.runtimes import AUTO, RUNTIMES
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchParams
+from memory_pipeline.sections import Refused, Section
+from memory_pipeline.sections import var as _var
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
 from memory_pipeline.store.engine import sqlite_url
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "memory-pipeline" / "models"
-
 
 _SEARCH = SearchParams()
 _MEMORY = MemoryParams()
 Unit = Annotated[float, annotated_types.Ge(0.0), annotated_types.Le(1.0)]
 
 
-def _var(name: str, default: Any = None, **kw: Any) -> Any:
-    """A field read from the variable ``HYBRID_RAG_<name>``, with its default."""
-    if "default_factory" not in kw:
-        kw["default"] = default
-    return Field(validation_alias=f"HYBRID_RAG_{name}", **kw)
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
-    )
-
-
-class EmbeddingSettings(_Section):
-    model: str = _var("EMBEDDING_MODEL", DEFAULT_MODEL)
-    model_cache: Path = _var("MODEL_CACHE", default_factory=default_cache_dir)
-    reranker: str | None = _var("RERANKER_MODEL")
-    embed_batch_size: Annotated[int, annotated_types.Ge(1)] = _var(
-        "EMBED_BATCH_SIZE", DEFAULT_BATCH_SIZE
-    )
-    # How the default model runs: onnx (ONNX Runtime, no torch), torch (sentence-
-    # transformers), auto (a memory's own runtime; onnx for a new one). Other models: torch.
-    runtime: str = _var("EMBEDDING_RUNTIME", AUTO)
-    # Threads of one ONNX Runtime forward pass (default: min(4, cores)).
-    threads: Annotated[int, annotated_types.Ge(1)] | None = _var("EMBEDDING_THREADS")
-
-    @field_validator("runtime", mode="before")
-    @classmethod
-    def _runtime(cls, value: Any) -> Any:
-        return _one_of("runtime", value, RUNTIMES)
-
-
-class IngestSettings(_Section):
-    max_chunk_size: Annotated[int, annotated_types.Ge(MIN_CHUNK_SIZE)] = _var(
-        "MAX_CHUNK_SIZE", DEFAULT_MAX_CHUNK_SIZE
-    )
-    chunk_overlap: Annotated[int, annotated_types.Ge(0)] = _var(
-        "CHUNK_OVERLAP", DEFAULT_CHUNK_OVERLAP
-    )
-    max_file_bytes: Annotated[int, annotated_types.Ge(1)] = _var(
-        "MAX_FILE_BYTES", DEFAULT_MAX_BYTES
-    )
-    # Conversation turns are indexed with the turns around them (docs/conversations.md).
-    turn_context_before: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = _var(
-        "TURN_CONTEXT_BEFORE", DEFAULT_TURN_INDEXING.before
-    )
-    turn_context_after: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = _var(
-        "TURN_CONTEXT_AFTER", DEFAULT_TURN_INDEXING.after
-    )
-    # ... and with the absolute dates their relative ones ("yesterday") mean.
-    turn_dates: bool = _var("TURN_DATES", DEFAULT_TURN_INDEXING.dates)
-
-    def turn_indexing(self) -> TurnIndexing:
-        return TurnIndexing(self.turn_context_before, self.turn_context_after, self.turn_dates)
-
-    @model_validator(mode="after")
-    def _overlap_leaves_room(self) -> IngestSettings:
-        if self.chunk_overlap >= self.max_chunk_size / 2:
-            raise _Refused(
-                "chunk_overlap",
-                f"must be below half of the chunk size (HYBRID_RAG_MAX_CHUNK_SIZE="
-                f"{self.max_chunk_size}), got {self.chunk_overlap!r}",
-            )
-        return self
-
-
-class IndexSettings(_Section):
-    # Where the index lives (memory_pipeline/index/backends): local (FAISS segments and
-    # tantivy files beside the database), pgvector (inside its PostgreSQL), qdrant, chroma.
-    backend: str = _var("INDEX_BACKEND", DEFAULT_BACKEND)
-
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _backend(cls, value: Any) -> Any:
-        return _one_of("backend", value, BACKENDS)
-
-    # pgvector: candidates the HNSW graph search keeps (hnsw.ef_search; at least top_n).
-    pgvector_ef_search: Annotated[int, annotated_types.Ge(1), annotated_types.Le(1000)] = _var(
-        "PGVECTOR_EF_SEARCH", DEFAULT_EF_SEARCH
-    )
-    # qdrant: a server's URL and API key; without a URL, Qdrant's local mode in qdrant_path.
-    qdrant_url: str | None = _var("QDRANT_URL")
-    qdrant_api_key: str | None = _var("QDRANT_API_KEY", repr=False)
-    qdrant_path: Path | None = _var("QDRANT_PATH")
-    # chroma: a server's URL (http://host:port); without one, an embedded store in chroma_path.
-    chroma_url: str | None = _var("CHROMA_URL")
-    chroma_path: Path | None = _var("CHROMA_PATH")
-    # Collection names on a shared Qdrant or Chroma server (one memory each).
-    collection: str = _var("INDEX_COLLECTION", "memory_pipeline")
-    # flat (every search exact), ivf or hnsw: the approximate index of a segment with at
-    # least ivf_threshold vectors.
-    dense_index: str = _var("DENSE_INDEX", DEFAULT_DENSE_INDEX)
-
-    @field_validator("dense_index", mode="before")
-    @classmethod
-    def _dense_index(cls, value: Any) -> Any:
-        return _one_of("dense_index", value, DENSE_INDEXES)
-
-    ivf_threshold: Annotated[int, annotated_types.Ge(1)] = _var(
-        "IVF_THRESHOLD", DEFAULT_IVF_THRESHOLD
-    )
-
-
-class SearchSettings(_Section):
+class SearchSettings(Section):
     top_n: Annotated[int, annotated_types.Ge(1), annotated_types.Le(MAX_TOP_N)] = _var(
         "TOP_N", _SEARCH.top_n
     )
@@ -195,7 +78,7 @@ class SearchSettings(_Section):
             value = tuple(t.strip() for t in value.split(",") if t.strip())
         unknown = sorted(set(value) - {k.value for k in KnowledgeType})
         if unknown:
-            raise _Refused(
+            raise Refused(
                 "guaranteed_types",
                 f"names unknown knowledge types {unknown}; "
                 f"use some of: {', '.join(k.value for k in KnowledgeType)}",
@@ -203,7 +86,7 @@ class SearchSettings(_Section):
         return value
 
 
-class MemorySettings(_Section):
+class MemorySettings(Section):
     """The memory axis; ``MemoryParams`` checks the ranges (and that the weights leave room)."""
 
     time_weight: float = _var("TIME_WEIGHT", _MEMORY.time_weight)
@@ -227,8 +110,8 @@ class MemorySettings(_Section):
             # MemoryParams names its parameter first ("importance_threshold must be …").
             name = str(exc).split(" ", 1)[0]
             if name in type(self).model_fields:
-                raise _Refused(name, str(exc)) from None
-            raise _Refused("half_lives", f"half_lives: {exc}") from None
+                raise Refused(name, str(exc)) from None
+            raise Refused("half_lives", f"half_lives: {exc}") from None
         return self
 
     def params(self) -> MemoryParams:
@@ -240,7 +123,7 @@ class MemorySettings(_Section):
         )
 
 
-class ForgettingSettings(_Section):
+class ForgettingSettings(Section):
     score_threshold: Unit = _var("FORGET_SCORE_THRESHOLD", DEFAULT_SCORE_THRESHOLD)
     # Days after ingest or the last access in which no chunk is forgotten for its age
     # (memory_pipeline/memory/scoring.py); search ranking ignores it.
@@ -250,7 +133,7 @@ class ForgettingSettings(_Section):
     max_fraction: Unit = _var("FORGET_MAX_FRACTION", DEFAULT_MAX_FRACTION)
 
 
-class ServingSettings(_Section):
+class ServingSettings(Section):
     """What the MCP server may touch; read by ``serving``, which owns the rules."""
 
     # os.pathsep-separated folders ingest may read (None: the server's working directory)
@@ -414,22 +297,6 @@ class Settings(BaseSettings):
         return cls(**values)
 
 
-def _one_of(field: str, value: Any, names: tuple[str, ...]) -> str:
-    """``value`` as one of ``names`` (case and spaces ignored), or refused by ``field``."""
-    name = str(value).strip().lower()
-    if name not in names:
-        raise _Refused(field, f"must be one of {', '.join(names)}, got {value!r}")
-    return name
-
-
-class _Refused(ValueError):
-    """A value outside its range: ``field`` names it, the message says what it must be."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 def _fields() -> dict[str, tuple[str, FieldInfo]]:
     out: dict[str, tuple[str, FieldInfo]] = {}
     for name, info in Settings.model_fields.items():
@@ -486,7 +353,7 @@ def _checked_space(field: str, value: Any) -> Any:
     try:
         return check_space(value)
     except InvalidInputError as exc:
-        raise _Refused(field, f"{field}: {exc}") from None
+        raise Refused(field, f"{field}: {exc}") from None
 
 
 def _parse_half_lives(raw: str) -> tuple[tuple[str, float | None], ...]:
@@ -499,7 +366,7 @@ def _parse_half_lives(raw: str) -> tuple[tuple[str, float | None], ...]:
                 raise ValueError
             value = None if days.strip().lower() == "none" else float(days)
         except ValueError:
-            raise _Refused(
+            raise Refused(
                 "half_lives",
                 f"{item!r} is not <knowledge_type>=<days> (or =none); e.g. news=14,paper=180",
             ) from None
@@ -525,11 +392,11 @@ def _invalid(exc: ValidationError) -> InvalidInputError:
     """The first error, phrased with the variable that holds the wrong value."""
     err = exc.errors()[0]
     cause = err.get("ctx", {}).get("error")
-    name = cause.field if isinstance(cause, _Refused) else str(err["loc"][-1])
+    name = cause.field if isinstance(cause, Refused) else str(err["loc"][-1])
     field = next((f for f, v in _VAR_OF.items() if v == name), name)
     var = _VAR_OF.get(field, name)
     got = err.get("input")
-    if isinstance(cause, _Refused):
+    if isinstance(cause, Refused):
         text = str(cause)
         message = text if text.startswith(field) else f"{field} {text}"
     elif isinstance(cause, InvalidInputError):  # a parser that names the variable itself
@@ -569,7 +436,7 @@ def _pipeline_var(name: str, default: Any = None, **kw: Any) -> Any:
     return Field(default=default, validation_alias=f"MEMORY_PIPELINE_{name}", **kw)
 
 
-class PipelineSettings(_Section):
+class PipelineSettings(Section):
     """The Dagster pipeline's settings (``MEMORY_PIPELINE_*``; see docs/dagster.md)."""
 
     sources_file: str | None = _pipeline_var("SOURCES")

@@ -80,14 +80,18 @@ class MemorySystem:
             settings.url, self.spaces, opening, index_folder=settings.index_path if local else None
         )
         self.embedder: Embedder = embedder or embedder_for(
-            settings, lambda: [m for m in [self.store.some_model_id()] if m], progress=progress
+            settings.embedding,
+            lambda: [m for m in [self.store.some_model_id()] if m],
+            progress=progress,
         )
         if reranker is not None:
             self.reranker: Reranker | None = reranker
             self.reranker_status = f"cross-encoder {reranker.name}"
         else:
             self.reranker, self.reranker_status = load_reranker(settings.embedding.reranker)
-        self.backend = open_backend(settings, self.store, self.embedder.model_id)
+        self.backend = open_backend(
+            settings.index, settings.index_path, self.store, self.embedder.model_id
+        )
         self.reader = self.backend.source
         self.writer = self.backend.updater
         self._compose()

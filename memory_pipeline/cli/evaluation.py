@@ -166,7 +166,7 @@ def _embedder(model: str | None, progress: bool) -> tuple[Embedder, Settings]:
         settings = settings.replace(model=model)
     from memory_pipeline.embedding.registry import embedder_for
 
-    return embedder_for(settings, progress=progress), settings
+    return embedder_for(settings.embedding, progress=progress), settings
 
 
 def _beir_run(args: argparse.Namespace, progress: bool) -> EvalRun:

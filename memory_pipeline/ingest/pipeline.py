@@ -34,8 +34,8 @@ from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.types import DocumentInfo, IngestResult, NewChunk
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import IngestSettings
     from memory_pipeline.embedding.base import Embedder
+    from memory_pipeline.ingest.settings import IngestSettings
 
 # A per-document embedding bar only for long documents; the ingest bar covers the rest.
 _EMBED_BAR_MIN = 128

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from memory_pipeline.errors import ModelMismatchError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.rows import SPARSE_TEXT, batched, now_utc, stack_vectors
 from memory_pipeline.store.schema import Chunk, Embedding, IndexChange, IndexVersion
@@ -27,8 +28,23 @@ class PendingChanges:
         return bool(len(self.seqs))
 
 
+def _clearing(seqs: Sequence[int] | np.ndarray) -> Iterator[sa.Delete]:
+    """The statements that forget the queued changes ``seqs``."""
+    for batch in batched([int(q) for q in seqs]):
+        yield sa.delete(IndexChange).where(IndexChange.seq.in_(batch))
+
+
+#: What an index takes in of a chunk: id, space, BM25 text, vector blob (None: no vector
+#: of the model asked).
+IndexRow = tuple[int, str, str, bytes | None]
+
+
 class Reads:
-    """Reads over one connection; inside ``Store.snapshot`` they share one snapshot."""
+    """Reads over one connection; inside ``Store.snapshot`` they share one snapshot.
+
+    An index that lives in the store's database (pgvector) reads through them inside
+    the store's own transaction (its hook's connection, or the rebuild's), and
+    ``clear_changes`` is the one write it makes there on the store's tables."""
 
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
@@ -45,6 +61,18 @@ class Reads:
     def change_seqs(self) -> np.ndarray:
         seqs = self.conn.execute(sa.select(IndexChange.seq)).scalars().all()
         return np.asarray(seqs, dtype=np.int64)
+
+    def queued_count(self) -> int:
+        return int(self.conn.execute(sa.select(sa.func.count()).select_from(IndexChange)).one()[0])
+
+    def clear_changes(self, seqs: Sequence[int] | np.ndarray) -> None:
+        """``ChangeQueries.clear_changes`` in this connection's transaction."""
+        for statement in _clearing(seqs):
+            self.conn.execute(statement)
+
+    def has_chunks(self) -> bool:
+        """Whether the memory holds a chunk, in any space."""
+        return self.conn.execute(sa.select(Chunk.id).limit(1)).first() is not None
 
     def live_ids(self, ids: Iterable[int]) -> set[int]:
         live: set[int] = set()
@@ -91,6 +119,61 @@ class Reads:
                 found.append(int(cid))
                 blobs.append(blob)
         return np.asarray(found, dtype=np.int64), stack_vectors(blobs)
+
+    def vector_dims(self, model_id: str) -> list[int]:
+        """The dimensions vectors of ``model_id`` are stored with (one, normally)."""
+        query = sa.select(Embedding.dim).where(Embedding.model_id == model_id).distinct()
+        return [int(d) for d in self.conn.execute(query).scalars()]
+
+    def without_vector(self, model_id: str) -> int:
+        """How many live chunks have no vector of ``model_id``."""
+        live = self.conn.execute(sa.select(sa.func.count()).select_from(Chunk)).one()[0]
+        with_vector = self.conn.execute(
+            sa.select(sa.func.count())
+            .select_from(Chunk)
+            .join(Embedding, (Embedding.chunk_id == Chunk.id) & (Embedding.model_id == model_id))
+        ).one()[0]
+        return int(live) - int(with_vector)
+
+    def index_rows(self, ids: Sequence[int], model_id: str) -> list[IndexRow]:
+        """(id, space, BM25 text, vector blob or None) of the live chunks among ``ids``
+        (one batch), by id: what an index takes in of a chunk."""
+        query = _index_rows(model_id, outer=True).where(Chunk.id.in_([int(i) for i in ids]))
+        return _as_index_rows(self.conn.execute(query.order_by(Chunk.id)))
+
+    def index_rows_after(self, last: int, model_id: str, limit: int) -> list[IndexRow]:
+        """``index_rows`` of the next ``limit`` chunks with a vector after id ``last``."""
+        query = _index_rows(model_id, outer=False).where(Chunk.id > last)
+        return _as_index_rows(self.conn.execute(query.order_by(Chunk.id).limit(limit)))
+
+    def stored_vectors(self, ids: np.ndarray, model_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of live chunks, sorted by id, for an index to take in; in one snapshot,
+        a live chunk without one is another model's (refused, with what to do)."""
+        if not len(ids):
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        found, vecs = self.vectors_for(ids.tolist(), model_id)
+        if len(found) < len(ids):
+            missing = np.setdiff1d(ids, found)
+            raise ModelMismatchError(
+                f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
+                f"model {model_id!r}; re-ingest them with this model or configure the model "
+                "they were embedded with"
+            )
+        order = np.argsort(found)
+        return found[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
+
+
+def _as_index_rows(rows: Iterable[Any]) -> list[IndexRow]:
+    return [(int(cid), str(space), str(text), vector) for cid, space, text, vector in rows]
+
+
+def _index_rows(model_id: str, *, outer: bool) -> sa.Select[Any]:
+    on = (Embedding.chunk_id == Chunk.id) & (Embedding.model_id == model_id)
+    return (
+        sa.select(Chunk.id, Chunk.space, SPARSE_TEXT, Embedding.vector)
+        .select_from(Chunk)
+        .join(Embedding, on, isouter=outer)
+    )
 
 
 class ChangeQueries(StoreBase):
@@ -158,8 +241,8 @@ class ChangeQueries(StoreBase):
         if not len(seqs):
             return
         with self.write() as s:
-            for batch in batched([int(q) for q in seqs]):
-                s.execute(sa.delete(IndexChange).where(IndexChange.seq.in_(batch)))
+            for statement in _clearing(seqs):
+                s.execute(statement)
 
     def record_index_version(
         self,

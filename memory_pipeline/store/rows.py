@@ -34,9 +34,6 @@ SPARSE_TEXT = sa.case(
     (Chunk.index_text.is_(None), Chunk.content),
     else_=Chunk.index_text + "\n" + Chunk.content,
 )
-SPARSE_TEXT_SQL = (  # the same, for raw SQL over ``chunks c`` (pgvector's BM25)
-    "CASE WHEN c.index_text IS NULL THEN c.content ELSE c.index_text || chr(10) || c.content END"
-)
 
 
 def now_utc() -> dt.datetime:

@@ -68,7 +68,7 @@ def test_a_new_memory_gets_onnx_and_torch_only_when_asked(tmp_path: Path) -> Non
     assert asked.embedder.model_id == DEFAULT_MODEL_ID
     asked.close()
     # Any other model is sentence-transformers', whatever the runtime says.
-    other = embedder_for(make_settings(tmp_path, model=str(tmp_path / "some-model")))
+    other = embedder_for(make_settings(tmp_path, model=str(tmp_path / "some-model")).embedding)
     assert isinstance(other, SentenceTransformerEmbedder)
 
 

@@ -13,6 +13,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from memory_pipeline.errors import IndexBusyError, IndexUnavailableError, InvalidInputError
+from memory_pipeline.index import bm25
 from memory_pipeline.index.backends.local.sparse import (
     BM25_B,
     BM25_K1,
@@ -531,3 +532,37 @@ def test_documents_alone_score_as_tantivy_would_index_them(tmp_path: Path) -> No
         assert [i for i, _ in got] == [i for i, _ in expected], text
         for (_, a), (_, b) in zip(got, expected, strict=True):
             assert a == pytest.approx(b, rel=REL_TOL)
+
+
+def _df(term: str) -> int:
+    return {"a": 3, "b": 1}.get(term, 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "docs", "asked"),
+    [
+        (["a", "b", "a", ""], [(1, ["a", "c"]), (2, ["b", "b", "a"])], [["a", "b"]]),
+        ([], [(1, ["a"])], []),
+        (["", ""], [(1, ["a"])], []),
+        (["a"], [], []),
+    ],
+)
+def test_score_external_asks_an_index_its_statistics_once_and_only_when_needed(
+    query: list[str], docs: list[tuple[int, list[str]]], asked: list[list[str]]
+) -> None:
+    """Every backend's ``score_external`` is this: the query's distinct terms, the
+    index's statistics for them (nothing asked when there is nothing to score), BM25."""
+    calls: list[list[str]] = []
+
+    def stats(terms: Sequence[str]) -> bm25.IndexStats:
+        calls.append(list(terms))
+        return bm25.IndexStats(n_docs=10, n_tokens=50.0, doc_freq=_df)
+
+    got = bm25.score_external(query, docs, stats)
+    assert calls == asked
+    expected = (
+        bm25.score_documents(["a", "b"], docs, n_index=10, tokens_index=50.0, doc_freq_index=_df)
+        if asked
+        else []
+    )
+    assert got == expected

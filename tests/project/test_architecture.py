@@ -7,13 +7,19 @@ argparse or Dagster, and no module of the library imports the MCP server package
 library's core (layers 0-3), not its adapters, and has layers of its own, lowest first:
 the parts (schemas, hints, errors, the wire form, tool kinds...), the tools, the
 server, the entry points (the only ones that may import argparse).
-Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted;
-relative imports are resolved to the module they name.
+Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted, with one
+exception: no module below the configuration (``config``, layer 3) names it even there —
+an index backend, the embedder registry or the ingestor is handed its own section of the
+settings (``index/settings.py``, ``embedding/settings.py``, ``ingest/settings.py``), never
+the whole ``Settings``. The index backends (``index/backends/<name>``) are peers: none
+imports another's modules, and the code they share imports none of them (table below).
+Relative imports are resolved to the module they name.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +31,7 @@ SERVER = ROOT / "serving"
 LAYERS: dict[str, int] = {
     # 0: vocabulary shared by everyone
     "__init__": 0, "errors": 0, "types": 0, "metadata": 0, "durable": 0, "spaces": 0,
-    "runtimes": 0,
+    "runtimes": 0, "sections": 0,
     # 1: storage, loading, indices
     "store": 1, "ingest": 1, "index": 1,
     # 2: models, the memory axis, search
@@ -49,6 +55,14 @@ SERVING_LAYERS: dict[str, int] = {
     "__main__": 3, "bench": 3, "wire_size": 3,
 }  # fmt: skip
 ENTRY_POINTS = SERVING_LAYERS["__main__"]
+#: The index backends under ``index/backends/``: peers, none imports another's modules,
+#: nor does the code they share (``index/``, ``index/backends/queued.py``...) import them,
+BACKENDS = {"local", "pgvector", "qdrant", "chroma"}
+#: except the opener (``open_backend``) and the index section, which takes its defaults
+#: from the backend that uses them,
+OPENERS = {("index", "backends", "__init__"), ("index", "settings")}
+#: and Chroma, which keeps its BM25 in the local backend's tantivy partitions.
+BORROWED = {("chroma", "local")}
 ADAPTER_ONLY = {"argparse", "dagster"}
 NEVER = {"serving", "mcp"}
 
@@ -59,18 +73,19 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_imports(tree: ast.Module, package: list[str]) -> list[str]:
-    """Dotted names imported at run time; ``from a import b`` counts as ``a.b``.
+def _imports(tree: ast.Module, package: list[str], *, annotations: bool = False) -> list[str]:
+    """Dotted names imported at run time (``annotations``: those under ``if TYPE_CHECKING:``
+    instead); ``from a import b`` counts as ``a.b``.
 
     ``package`` is the importing module's package, to resolve relative imports.
     """
-    skip: set[int] = set()
+    typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            skip.update(id(n) for child in node.body for n in ast.walk(child))
+            typing_only.update(id(n) for child in node.body for n in ast.walk(child))
     names: list[str] = []
     for node in ast.walk(tree):
-        if id(node) in skip:
+        if (id(node) in typing_only) != annotations:
             continue
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
@@ -91,6 +106,34 @@ def _library_rule(part: str, name: str) -> str | None:
     target = LAYERS.get(rest.split(".")[0], -1) if top == "memory_pipeline" else -1
     if target > layer:
         return f"upward, layer {layer} -> {target}"
+    return None
+
+
+def _annotation_rule(part: str, name: str) -> str | None:
+    top, _, rest = name.partition(".")
+    below_config = LAYERS[part] < LAYERS["config"]
+    if top == "memory_pipeline" and rest.split(".")[0] == "config" and below_config:
+        return "below the configuration a module is handed its own section, not Settings"
+    return None
+
+
+def _backend_of(parts: list[str] | tuple[str, ...]) -> str | None:
+    """The backend a module of ``memory_pipeline/index/...`` belongs to (None: shared)."""
+    if len(parts) > 2 and parts[:2] == ("index", "backends") and parts[2] in BACKENDS:
+        return parts[2]
+    return None
+
+
+def _peer_rule(rel: tuple[str, ...], name: str) -> str | None:
+    top, _, rest = name.partition(".")
+    target = _backend_of(tuple(rest.split("."))) if top == "memory_pipeline" else None
+    if rel[0] != "index" or target is None or rel in OPENERS:
+        return None
+    own = _backend_of(rel)
+    if own is None:
+        return f"code the backends share imports the {target} backend"
+    if own != target and (own, target) not in BORROWED:
+        return f"the {own} backend imports its peer {target}"
     return None
 
 
@@ -120,10 +163,20 @@ def _violations_in(path: Path, source: str) -> list[str]:
         return [f"{root.name}/{rel}: '{part}' has no layer in this test"]
     package = [root.name, *rel.parts[:-1]]  # the package of a module or of an __init__
     found = []
-    for name in _runtime_imports(ast.parse(source), package):
+    tree = ast.parse(source)
+    for name in _imports(tree, package):
         why = rule(part, name)
         if why is not None:
             found.append(f"{root.name}/{rel} imports {name}: {why}")
+    if root == PACKAGE:
+        for name in _imports(tree, package):
+            why = _peer_rule(rel.parts, name)
+            if why is not None:
+                found.append(f"{root.name}/{rel} imports {name}: {why}")
+        for name in _imports(tree, package, annotations=True):
+            why = _annotation_rule(part, name)
+            if why is not None:
+                found.append(f"{root.name}/{rel} names {name}: {why}")
     return found
 
 
@@ -140,6 +193,9 @@ def test_imports_point_down_and_frameworks_stay_at_the_edge() -> None:
     assert _violations() == []
 
 
+_SECTION = "handed its own section, not Settings"
+
+
 @pytest.mark.parametrize(
     ("where", "source", "expected"),
     [
@@ -151,6 +207,11 @@ def test_imports_point_down_and_frameworks_stay_at_the_edge() -> None:
         ("store", "from serving.server import build_server\n", "never imports the MCP side"),
         ("cli", "import serving.__main__\n", "never imports the MCP side"),
         ("system", "if not TYPE_CHECKING:\n    import serving\n", "never imports the MCP side"),
+        ("index", "from memory_pipeline.config import Settings\n", "upward, layer 1 -> 3"),
+        ("embedding", "from memory_pipeline.config import Settings\n", "upward, layer 2 -> 3"),
+        ("index", "if TYPE_CHECKING:\n    from memory_pipeline.config import Settings\n", _SECTION),
+        ("embedding", "if TYPE_CHECKING:\n    from ..config import IndexSettings\n", _SECTION),
+        ("ingest", "if TYPE_CHECKING:\n    import memory_pipeline.config\n", _SECTION),
     ],
 )
 def test_the_check_catches_a_violation_in_the_library(
@@ -158,6 +219,23 @@ def test_the_check_catches_a_violation_in_the_library(
 ) -> None:
     probe = PACKAGE / where / "_architecture_probe.py"
     assert any(expected in v for v in _violations_in(probe, source))
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("backends/queued.py", "from .local.manager import x\n", "share imports the local"),
+        ("bm25.py", "from memory_pipeline.index.backends import chroma\n", "share imports the"),
+        ("backends/qdrant/search.py", "from ..chroma import x\n", "qdrant backend imports"),
+        ("backends/chroma.py", "from .pgvector.schema import x\n", "its peer pgvector"),
+        ("backends/local/reader.py", "from memory_pipeline.index.backends.names import x\n", ""),
+        ("backends/chroma.py", "from .local.sparse import SparseIndex\n", ""),
+        ("backends/__init__.py", "from .local.reader import IndexReader\n", ""),
+    ],
+)
+def test_the_index_backends_are_peers(module: str, source: str, expected: str) -> None:
+    found = _violations_in(PACKAGE / "index" / module, source)
+    assert any(expected in v for v in found) if expected else found == []
 
 
 @pytest.mark.parametrize(
@@ -184,3 +262,51 @@ def test_every_layer_names_a_module_that_exists() -> None:
         p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")
     }
     assert set(SERVING_LAYERS) == {p.stem for p in SERVER.glob("*.py")}
+
+
+def _store_tables() -> set[str]:
+    from memory_pipeline.store.schema import Base
+
+    return set(Base.metadata.tables)
+
+
+def _sql_on(tables: set[str], source: str) -> list[str]:
+    """The store's tables that string literals in ``source`` read or write in SQL."""
+    names = "|".join(sorted(tables))
+    sql = re.compile(rf"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+({names})\b")  # SQL is upper case
+    return sorted(
+        {
+            m.group(1)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            for m in sql.finditer(node.value)
+        }
+    )
+
+
+def test_only_the_store_writes_sql_on_its_tables() -> None:
+    """docs/architecture.md, "Inside the store": the pgvector backend's SQL is on its own
+    ``pgv_*`` tables; what it reads of the store's, it asks the store (``Reads``)."""
+    tables = _store_tables()
+    found = {
+        str(path.relative_to(PACKAGE)): hits
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not path.is_relative_to(PACKAGE / "store")
+        for hits in [_sql_on(tables, path.read_text(encoding="utf-8"))]
+        if hits
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('q = "SELECT c.id FROM chunks c LEFT JOIN embeddings e ON 1"\n', ["chunks", "embeddings"]),
+        ('q = f"DELETE FROM index_changes WHERE seq = {x}"\n', ["index_changes"]),
+        ('q = "SELECT n FROM pgv_stats"  # chunks\n', []),
+        ('"""Split the text into chunks."""\n', []),
+        ('q = "chunk_id bigint REFERENCES chunks(id) ON DELETE CASCADE"\n', []),
+    ],
+)
+def test_the_sql_check_finds_the_stores_tables(source: str, expected: list[str]) -> None:
+    assert _sql_on(_store_tables(), source) == expected

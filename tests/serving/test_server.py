@@ -259,7 +259,7 @@ def test_a_write_waiting_too_long_is_told_to_retry() -> None:
 
 
 def test_composition_root_choices(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert isinstance(embedder_for(Settings(model="hashing")), HashingEmbedder)
+    assert isinstance(embedder_for(Settings(model="hashing").embedding), HashingEmbedder)
     args = parse_args([])
     assert (args.http, args.host, args.model_load) == (False, "127.0.0.1", DEFAULT_POLICY.value)
     args = parse_args(["--http", "--port", "9000", "--model-load", "lazy"])

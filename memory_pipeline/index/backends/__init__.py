@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_pipeline.errors import IndexUnavailableError
@@ -23,7 +24,7 @@ from memory_pipeline.index.backends.names import EXTRAS
 from memory_pipeline.index.protocols import IndexSource, IndexUpdater
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
+    from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 
 
@@ -50,39 +51,41 @@ def require(module: str, backend: str) -> None:
         ) from exc
 
 
-def open_backend(settings: Settings, store: Store, model_id: str) -> Backend:
-    """The configured backend over ``store`` for vectors of ``model_id``."""
-    name = settings.index.backend
+def open_backend(index: IndexSettings, index_path: Path, store: Store, model_id: str) -> Backend:
+    """The backend ``index`` configures over ``store`` for vectors of ``model_id``;
+    ``index_path`` is the memory's index folder (the files of the local backend, the
+    BM25 files and local-mode folders of the services)."""
+    name = index.backend
     if name == "local":
         from memory_pipeline.index.backends.local.manager import IndexWriter
         from memory_pipeline.index.backends.local.reader import IndexReader
 
         if not store.read_only:
-            settings.index_path.mkdir(parents=True, exist_ok=True)
+            index_path.mkdir(parents=True, exist_ok=True)
         writer = IndexWriter(
             store,
-            settings.index_path,
+            index_path,
             model_id,
-            ivf_threshold=settings.index.ivf_threshold,
-            dense_index=settings.index.dense_index,
+            ivf_threshold=index.ivf_threshold,
+            dense_index=index.dense_index,
         )
-        return Backend(name, IndexReader(settings.index_path), writer)
+        return Backend(name, IndexReader(index_path), writer)
     if name == "pgvector":
         require("pgvector", name)
         from memory_pipeline.index.backends.pgvector import PgVectorIndex
 
-        pg = PgVectorIndex(store, model_id, ef_search=settings.index.pgvector_ef_search)
+        pg = PgVectorIndex(store, model_id, ef_search=index.pgvector_ef_search)
         return Backend(name, pg, pg)
     if name == "qdrant":
         require("qdrant_client", name)
         from memory_pipeline.index.backends.qdrant import open_qdrant
 
-        qdrant = open_qdrant(settings, store, model_id)
+        qdrant = open_qdrant(index, index_path, store, model_id)
         return Backend(name, qdrant, qdrant, qdrant.close)
     if name == "chroma":
         require("chromadb", name)
         from memory_pipeline.index.backends.chroma import open_chroma
 
-        chroma = open_chroma(settings, store, model_id)
+        chroma = open_chroma(index, index_path, store, model_id)
         return Backend(name, chroma, chroma, chroma.close)
     raise IndexUnavailableError(f"index backend {name!r} is not available yet")

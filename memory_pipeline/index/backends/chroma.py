@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ from memory_pipeline.index.backends.local.sparse import SparseIndex
 from memory_pipeline.index.backends.local.sparse_spaces import (
     DEFAULT_SPACE,
     PartitionedSparse,
+    PartitionedView,
     partition_dir,
     partition_dirs,
 )
@@ -61,18 +62,18 @@ from memory_pipeline.index.versions import (
 )
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
+    from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 
 Ranked = list[tuple[int, float]]
 _PAGE = 5_000
 
 
-def open_chroma(settings: Settings, store: Store, model_id: str) -> QueuedIndex:
-    """The backend over the server ``chroma_url``, or else over an embedded store."""
-    index = settings.index
-    folder = None if index.chroma_url else index.chroma_path or settings.index_path / "chroma"
-    root = settings.index_path / "chroma-bm25"
+def open_chroma(index: IndexSettings, index_path: Path, store: Store, model_id: str) -> QueuedIndex:
+    """The backend over the server ``chroma_url``, or else over an embedded store (in
+    ``index_path`` unless ``chroma_path`` says where); its BM25 files are in ``index_path``."""
+    folder = None if index.chroma_url else index.chroma_path or index_path / "chroma"
+    root = index_path / "chroma-bm25"
     service = ChromaService(
         connect_chroma(index.chroma_url, folder),
         index.collection,
@@ -159,7 +160,7 @@ class ChromaDense:
 
 
 @dataclass
-class ChromaView:
+class ChromaView(PartitionedView):
     """One published version: its collection and its BM25 partitions."""
 
     manifest: Manifest
@@ -173,16 +174,6 @@ class ChromaView:
     @property
     def dense(self) -> ChromaDense:
         return ChromaDense(self.collection, self.manifest.n_dense, self.vectors)
-
-    def for_spaces(self, read: Collection[str] | None) -> ChromaView:
-        view = self.partitions.view(read)
-        return self if view is self.sparse else replace(self, sparse=view)
-
-    def member_ids(self) -> np.ndarray:
-        return self.dense.member_ids()
-
-    def stored_sparse_ids(self) -> np.ndarray:
-        return PartitionedSparse.stored_ids(self.path)
 
     def size_bytes(self) -> int:
         return dir_size(self.path) + (dir_size(self.folder) if self.folder else 0)

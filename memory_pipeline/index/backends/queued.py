@@ -25,7 +25,6 @@ from typing import Protocol
 import numpy as np
 
 from memory_pipeline.errors import ModelMismatchError
-from memory_pipeline.index.backends.local.manager import stored_vectors
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID, tokenize
 from memory_pipeline.index.versions import Manifest, now_iso, writer_lock
@@ -162,7 +161,7 @@ class QueuedIndex:
     def _batches(self, reads: Reads, ids: np.ndarray) -> Iterator[Batch]:
         """Vectors, spaces and tokens of live chunks, ``BATCH`` at a time."""
         for start in range(0, len(ids), BATCH):
-            found, vecs = stored_vectors(reads, ids[start : start + BATCH], self.model_id)
+            found, vecs = reads.stored_vectors(ids[start : start + BATCH], self.model_id)
             spaces = reads.spaces_of(found.tolist())
             contents = reads.sparse_texts(found.tolist())
             yield Batch(

@@ -119,7 +119,7 @@ class IndexWriter:
             deleted=deleted,
         )
         dense.delete(removed)
-        add_ids, add_vecs = self._vectors(reads, added)
+        add_ids, add_vecs = reads.stored_vectors(added, self.model_id)
         dim = manifest.dim or (int(add_vecs.shape[1]) if add_vecs.size else 0)
         dense.add(add_ids, add_vecs)
         segments, deleted = dense.finish()
@@ -167,7 +167,7 @@ class IndexWriter:
         (tmp / "dense").mkdir()
         # Changes queued in this snapshot are covered by it; later ones stay queued.
         seqs = reads.change_seqs()
-        ids, vecs = self._vectors(reads, reads.all_ids())
+        ids, vecs = reads.stored_vectors(reads.all_ids(), self.model_id)
         dim = int(vecs.shape[1]) if vecs.size else 0
         dense: DenseWriter = SegmentWriter(
             tmp / "dense", version, ivf_threshold=self.ivf_threshold, dense_index=self.dense_index
@@ -227,9 +227,6 @@ class IndexWriter:
             time.perf_counter() - started,
         )
 
-    def _vectors(self, reads: Reads, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return stored_vectors(reads, ids, self.model_id)
-
     def _update_sparse(
         self, reads: Reads, vdir: Path, tmp: Path, add_ids: np.ndarray, removed: np.ndarray
     ) -> int:
@@ -271,23 +268,6 @@ def _writing(root: Path) -> Iterator[None]:
         if error is None:
             raise
         raise error from exc
-
-
-def stored_vectors(reads: Reads, ids: np.ndarray, model_id: str) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors of live chunks, sorted by id; in one snapshot, a live chunk without one
-    is another model's (refused, with what to do)."""
-    if not len(ids):
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-    found, vecs = reads.vectors_for(ids.tolist(), model_id)
-    if len(found) < len(ids):
-        missing = np.setdiff1d(ids, found)
-        raise ModelMismatchError(
-            f"{len(missing)} live chunks (e.g. ids {missing[:5].tolist()}) have no vector of "
-            f"model {model_id!r}; re-ingest them with this model or configure the model "
-            "they were embedded with"
-        )
-    order = np.argsort(found)
-    return found[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
 
 
 def _by_space(reads: Reads, ids: np.ndarray) -> dict[str, np.ndarray]:

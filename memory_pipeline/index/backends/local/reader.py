@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
 from memory_pipeline.index.backends.local.dense import DenseSegment, SegmentedDense
-from memory_pipeline.index.backends.local.sparse_spaces import PartitionedSparse
+from memory_pipeline.index.backends.local.sparse_spaces import PartitionedSparse, PartitionedView
 from memory_pipeline.index.protocols import DenseIndex
 from memory_pipeline.index.protocols import SparseIndex as SparseSearch
 from memory_pipeline.index.versions import Manifest, dir_size, pointer_stamp, read_current
@@ -21,7 +20,7 @@ _SegmentKey = tuple[str, int, int, int, int]
 
 
 @dataclass
-class LoadedVersion:
+class LoadedVersion(PartitionedView):
     manifest: Manifest
     path: Path
     segments: list[DenseSegment]
@@ -30,23 +29,8 @@ class LoadedVersion:
     partitions: PartitionedSparse | None = None  # every space's
 
     @property
-    def dense(self) -> DenseIndex:
+    def dense(self) -> DenseIndex:  # segment ids minus deleted
         return SegmentedDense(self.segments, self.deleted)
-
-    def for_spaces(self, read: Collection[str] | None) -> LoadedVersion:
-        """This version as a memory bound to ``read`` sees it (None: every space): the
-        BM25 partitions of those spaces; dense search is restricted by ids instead."""
-        if self.partitions is None:
-            return self
-        view = self.partitions.view(read)
-        return self if view is self.sparse else replace(self, sparse=view)
-
-    def member_ids(self) -> np.ndarray:
-        """Ids this version serves (segment ids minus deleted), sorted."""
-        return self.dense.member_ids()
-
-    def stored_sparse_ids(self) -> np.ndarray:
-        return PartitionedSparse.stored_ids(self.path)
 
     def size_bytes(self) -> int:
         # Hard links shared with older versions count in full: this is what the version needs.

@@ -476,17 +476,13 @@ class SparseIndex:
         Lengths are quantised like tantivy's. Returns ``(chunk_id, score)`` sorted
         by score (then id), without zero scores.
         """
-        terms = bm25.distinct_terms(query_tokens)
-        if not terms or not docs:
-            return []
+        return bm25.score_external(query_tokens, docs, self._index_stats)
+
+    def _index_stats(self, terms: Sequence[str]) -> bm25.IndexStats:
         n_index, tokens_index = self._global_stats(terms)
         searcher = self._searcher
-        return bm25.score_documents(
-            terms,
-            docs,
-            n_index=n_index,
-            tokens_index=tokens_index,
-            doc_freq_index=lambda t: searcher.doc_freq(BODY_FIELD, t) if n_index else 0,
+        return bm25.IndexStats(
+            n_index, tokens_index, lambda t: searcher.doc_freq(BODY_FIELD, t) if n_index else 0
         )
 
 

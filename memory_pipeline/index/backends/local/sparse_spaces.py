@@ -14,15 +14,25 @@ close to, not exactly, that of one index over their union.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import Field, replace
 from pathlib import Path
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from memory_pipeline.index import bm25
 from memory_pipeline.index.backends.local.sparse import SparseIndex
+from memory_pipeline.index.protocols import DenseIndex
+from memory_pipeline.index.protocols import SparseIndex as SparseSearch
 from memory_pipeline.spaces import DEFAULT_SPACE
 
-__all__ = ["DEFAULT_SPACE", "PartitionedSparse", "partition_dir", "partition_dirs"]
+__all__ = [
+    "DEFAULT_SPACE",
+    "PartitionedSparse",
+    "PartitionedView",
+    "partition_dir",
+    "partition_dirs",
+]
 
 DEFAULT_PARTITION = "sparse"
 PARTITIONS = "sparse_spaces"
@@ -103,14 +113,43 @@ class PartitionedSparse:
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
         """As ``SparseIndex.score_external``, with the partitions' statistics summed."""
-        terms = bm25.distinct_terms(query_tokens)
-        if not terms or not docs:
-            return []
+        return bm25.score_external(query_tokens, docs, self._index_stats)
+
+    def _index_stats(self, terms: Sequence[str]) -> bm25.IndexStats:
         stats = [p.collection_stats(terms) for p in self.parts.values()]
-        return bm25.score_documents(
-            terms,
-            docs,
-            n_index=sum(n for n, _ in stats),
-            tokens_index=sum(t for _, t in stats),
-            doc_freq_index=lambda t: sum(p.doc_freq(t) for p in self.parts.values()),
+        return bm25.IndexStats(
+            sum(n for n, _ in stats),
+            sum(t for _, t in stats),
+            lambda t: sum(p.doc_freq(t) for p in self.parts.values()),
         )
+
+
+class PartitionedView:
+    """What a view of a version folder whose BM25 side is its ``PartitionedSparse``
+    answers the same way whatever serves the dense side (the local backend's FAISS
+    segments, Chroma). For dataclasses with ``path`` (the version folder), ``partitions``
+    (every space's; None: ``sparse`` alone) and ``sparse`` (the partitions it reads)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    path: Path
+    partitions: PartitionedSparse | None
+    sparse: SparseSearch
+
+    @property
+    def dense(self) -> DenseIndex:
+        raise NotImplementedError
+
+    def for_spaces(self, read: Collection[str] | None) -> Self:
+        """This view as a memory bound to ``read`` sees it (None: every space): the
+        BM25 partitions of those spaces; dense search is restricted by ids instead."""
+        if self.partitions is None:
+            return self
+        view = self.partitions.view(read)
+        return self if view is self.sparse else replace(self, sparse=view)
+
+    def member_ids(self) -> np.ndarray:
+        """Ids the dense side serves, sorted."""
+        return self.dense.member_ids()
+
+    def stored_sparse_ids(self) -> np.ndarray:
+        return PartitionedSparse.stored_ids(self.path)

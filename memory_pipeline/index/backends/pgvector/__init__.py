@@ -54,7 +54,7 @@ from memory_pipeline.index.backends.pgvector.search import PgDense, PgSparse, Pg
 from memory_pipeline.index.backends.queued import IndexState
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
 from memory_pipeline.store import Store
-from memory_pipeline.store.rows import SPARSE_TEXT_SQL
+from memory_pipeline.store.store import Reads
 from memory_pipeline.types import IndexUpdateResult
 
 __all__ = ["LOCK_KEY", "PgDense", "PgSparse", "PgVectorIndex", "PgView"]
@@ -103,13 +103,7 @@ class PgVectorIndex:
         conn.execute(LOCK)
         for start in range(0, len(ids), _BATCH):
             batch = [int(i) for i in ids[start : start + _BATCH]]
-            rows = conn.execute(
-                sa.text(
-                    f"SELECT c.id, c.space, {SPARSE_TEXT_SQL}, e.vector FROM chunks c LEFT JOIN embeddings e"
-                    " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id = ANY(:ids) ORDER BY c.id"
-                ),
-                {"m": self.model_id, "ids": batch},
-            ).all()
+            rows = Reads(conn).index_rows(batch, self.model_id)
             without = [int(r[0]) for r in rows if r[3] is None]
             if without:
                 raise ModelMismatchError(
@@ -118,7 +112,7 @@ class PgVectorIndex:
                 )
             if not rows:
                 continue
-            dim = len(rows[0][3]) // 4
+            dim = len(rows[0][3] or b"") // 4  # every row has a vector (checked above)
             self._ensure(conn, dim)
             insert_rows(conn, "", rows)
 
@@ -164,7 +158,7 @@ class PgVectorIndex:
         with reading(self.engine) as c:
             state = read_state(c)
             if state is None:
-                if c.execute(sa.text("SELECT EXISTS (SELECT 1 FROM chunks)")).scalar():
+                if Reads(c).has_chunks():
                     raise IndexUnavailableError(
                         "the memory holds chunks but the pgvector index was never built for "
                         "them (they were indexed by another backend); run rebuild-index once "
@@ -189,7 +183,7 @@ class PgVectorIndex:
         started = time.perf_counter()
         with self.engine.connect() as c:
             state = read_state(c)
-            queued = c.execute(sa.text("SELECT count(*) FROM index_changes")).scalar_one()
+            queued = Reads(c).queued_count()
         if state is None or queued or state.model_id != self.model_id:
             if state is not None and state.model_id != self.model_id:
                 raise ModelMismatchError(
@@ -212,28 +206,13 @@ class PgVectorIndex:
             c.execute(sa.text("SET LOCAL maintenance_work_mem = '512MB'"))
             state = read_state(c)
             version = (state.version if state else 0) + 1
-            seqs = c.execute(sa.text("SELECT seq FROM index_changes")).scalars().all()
-            dims = (
-                c.execute(
-                    sa.text("SELECT DISTINCT dim FROM embeddings WHERE model_id = :m"),
-                    {"m": self.model_id},
-                )
-                .scalars()
-                .all()
-            )
-            live = int(c.execute(sa.text("SELECT count(*) FROM chunks")).scalar_one())
-            with_vector = int(
-                c.execute(
-                    sa.text(
-                        "SELECT count(*) FROM chunks c JOIN embeddings e ON e.chunk_id = c.id "
-                        "AND e.model_id = :m"
-                    ),
-                    {"m": self.model_id},
-                ).scalar_one()
-            )
-            if with_vector < live:
+            reads = Reads(c)  # the store's tables, read in this transaction
+            seqs = reads.change_seqs()
+            dims = reads.vector_dims(self.model_id)
+            without = reads.without_vector(self.model_id)
+            if without:
                 raise ModelMismatchError(
-                    f"{live - with_vector} live chunks have no vector of model {self.model_id!r}; "
+                    f"{without} live chunks have no vector of model {self.model_id!r}; "
                     "re-ingest them with this model or configure the model they were embedded with"
                 )
             if len(dims) > 1:
@@ -251,14 +230,7 @@ class PgVectorIndex:
             last = 0
             n = 0
             while True:
-                rows = c.execute(
-                    sa.text(
-                        f"SELECT c.id, c.space, {SPARSE_TEXT_SQL}, e.vector FROM chunks c JOIN embeddings e"
-                        " ON e.chunk_id = c.id AND e.model_id = :m WHERE c.id > :last"
-                        " ORDER BY c.id LIMIT :n"
-                    ),
-                    {"m": self.model_id, "last": last, "n": _BATCH},
-                ).all()
+                rows = reads.index_rows_after(last, self.model_id, _BATCH)
                 if not rows:
                     break
                 insert_rows(c, suffix, rows)
@@ -285,10 +257,8 @@ class PgVectorIndex:
                 c.execute(sa.text(f"ALTER TABLE {table}{suffix} RENAME TO {table}"))
             c.execute(INDEX_TABLE)
             self._set_state(c, dim, version, "rebuild")
-            if seqs:  # changes queued under another backend are covered by this rebuild
-                c.execute(
-                    sa.text("DELETE FROM index_changes WHERE seq = ANY(:s)"), {"s": list(seqs)}
-                )
+            # changes queued under another backend are covered by this rebuild
+            reads.clear_changes(seqs)
         self._analyze()
         self.store.record_index_version(
             version=version,

@@ -230,13 +230,9 @@ class PgSparse:
             "avgdl": avgdl,
             **params,
         }
-        if ids is not None:
-            args["ids"] = ids
         if top_n is not None:
             args["n"] = top_n
-        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
-        out.sort(key=lambda p: (-p[1], p[0]))
-        return out
+        return _scored(c, sql, args, ids)
 
     def _pruned(
         self,
@@ -284,27 +280,26 @@ class PgSparse:
             "n": top_n,
             **params,
         }
-        if ids is not None:
-            args["ids"] = ids
-        out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
-        out.sort(key=lambda p: (-p[1], p[0]))
-        return out
+        return _scored(c, sql, args, ids)
 
     def score_external(
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
-        terms = bm25.distinct_terms(query_tokens)
-        if not terms or not docs:
-            return []
+        return bm25.score_external(query_tokens, docs, self._index_stats)
+
+    def _index_stats(self, terms: list[str]) -> bm25.IndexStats:
         with reading(self.engine) as c:
             n, t, df = self._collection(c, terms)
-        return bm25.score_documents(
-            terms,
-            docs,
-            n_index=n,
-            tokens_index=float(t),
-            doc_freq_index=lambda term: df.get(term, 0),
-        )
+        return bm25.IndexStats(n, float(t), lambda term: df.get(term, 0))
+
+
+def _scored(c: sa.Connection, sql: str, args: dict[str, Any], ids: list[int] | None) -> Ranked:
+    """A BM25 query's (chunk id, score) rows, best first; ``ids`` restrict it when given."""
+    if ids is not None:
+        args["ids"] = ids
+    out = [(int(i), float(s)) for i, s in c.execute(sa.text(sql), args)]
+    out.sort(key=lambda p: (-p[1], p[0]))
+    return out
 
 
 @dataclass

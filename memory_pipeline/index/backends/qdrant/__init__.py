@@ -61,19 +61,19 @@ from memory_pipeline.index.backends.qdrant.search import (
 from memory_pipeline.index.backends.queued import Batch, IndexState, QueuedIndex
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
+    from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 
 
-def open_qdrant(settings: Settings, store: Store, model_id: str) -> QueuedIndex:
-    """The backend over the server ``qdrant_url``, or else over local mode's folder."""
-    index = settings.index
-    folder = None if index.qdrant_url else index.qdrant_path or settings.index_path / "qdrant"
+def open_qdrant(index: IndexSettings, index_path: Path, store: Store, model_id: str) -> QueuedIndex:
+    """The backend over the server ``qdrant_url``, or else over local mode's folder (in
+    ``index_path`` unless ``qdrant_path`` says where)."""
+    folder = None if index.qdrant_url else index.qdrant_path or index_path / "qdrant"
     client = connect(index.qdrant_url, index.qdrant_api_key, folder)
     service = QdrantService(
         client, index.collection, remote=index.qdrant_url is not None, folder=folder
     )
-    return QueuedIndex("qdrant", store, model_id, service, settings.index_path)
+    return QueuedIndex("qdrant", store, model_id, service, index_path)
 
 
 class QdrantService:

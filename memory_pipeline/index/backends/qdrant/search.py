@@ -149,9 +149,9 @@ class QdrantSparse:
     def score_external(
         self, query_tokens: Sequence[str], docs: Sequence[tuple[int, Sequence[str]]]
     ) -> Ranked:
-        terms = bm25.distinct_terms(query_tokens)
-        if not terms or not docs:
-            return []
+        return bm25.score_external(query_tokens, docs, self._index_stats)
+
+    def _index_stats(self, terms: list[str]) -> bm25.IndexStats:
         space = [_in_spaces(self.spaces)] if self.spaces is not None else []
         df = {
             t: self.client.count(
@@ -166,12 +166,10 @@ class QdrantSparse:
             ).count
             for t in terms
         }
-        return bm25.score_documents(
-            terms,
-            docs,
-            n_index=self.num_docs,
-            tokens_index=float(sum(t for _, t in self.totals.values())),
-            doc_freq_index=lambda t: df.get(t, 0),
+        return bm25.IndexStats(
+            self.num_docs,
+            float(sum(t for _, t in self.totals.values())),
+            lambda t: df.get(t, 0),
         )
 
 

@@ -1,0 +1,49 @@
+"""The ``ingest`` section of the settings: what the ``Ingestor`` is handed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import annotated_types
+from pydantic import model_validator
+
+from memory_pipeline.ingest.chunking import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_MAX_CHUNK_SIZE,
+    MIN_CHUNK_SIZE,
+)
+from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, TurnIndexing
+from memory_pipeline.sections import Refused, Section, var
+
+
+class IngestSettings(Section):
+    max_chunk_size: Annotated[int, annotated_types.Ge(MIN_CHUNK_SIZE)] = var(
+        "MAX_CHUNK_SIZE", DEFAULT_MAX_CHUNK_SIZE
+    )
+    chunk_overlap: Annotated[int, annotated_types.Ge(0)] = var(
+        "CHUNK_OVERLAP", DEFAULT_CHUNK_OVERLAP
+    )
+    max_file_bytes: Annotated[int, annotated_types.Ge(1)] = var("MAX_FILE_BYTES", DEFAULT_MAX_BYTES)
+    # Conversation turns are indexed with the turns around them (docs/conversations.md).
+    turn_context_before: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = var(
+        "TURN_CONTEXT_BEFORE", DEFAULT_TURN_INDEXING.before
+    )
+    turn_context_after: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = var(
+        "TURN_CONTEXT_AFTER", DEFAULT_TURN_INDEXING.after
+    )
+    # ... and with the absolute dates their relative ones ("yesterday") mean.
+    turn_dates: bool = var("TURN_DATES", DEFAULT_TURN_INDEXING.dates)
+
+    def turn_indexing(self) -> TurnIndexing:
+        return TurnIndexing(self.turn_context_before, self.turn_context_after, self.turn_dates)
+
+    @model_validator(mode="after")
+    def _overlap_leaves_room(self) -> IngestSettings:
+        if self.chunk_overlap >= self.max_chunk_size / 2:
+            raise Refused(
+                "chunk_overlap",
+                f"must be below half of the chunk size (HYBRID_RAG_MAX_CHUNK_SIZE="
+                f"{self.max_chunk_size}), got {self.chunk_overlap!r}",
+            )
+        return self
