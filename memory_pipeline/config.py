@@ -250,6 +250,20 @@ class ForgettingSettings(_Section):
     )
     max_fraction: Unit = _var("FORGET_MAX_FRACTION", DEFAULT_MAX_FRACTION)
 
+    def limits(
+        self,
+        score_threshold: float | None = None,
+        max_fraction: float | None = None,
+        grace_days: float | None = None,
+    ) -> dict[str, Any]:
+        """The limits of one forgetting run: those given (not None), the configured rest."""
+        given = {
+            "score_threshold": score_threshold,
+            "max_fraction": max_fraction,
+            "grace_days": grace_days,
+        }
+        return {k: getattr(self, k) if v is None else v for k, v in given.items()}
+
 
 class ServingSettings(_Section):
     """What the MCP server may touch; read by ``serving``, which owns the rules."""

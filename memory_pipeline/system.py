@@ -250,10 +250,7 @@ class MemorySystem:
         """Score every live chunk on the memory axis (None: as configured); archive the
         low ones unless dry run. A threshold, fraction or grace left unset is the
         configured one (``settings.forgetting``)."""
-        chosen = {"score_threshold": score_threshold, "max_fraction": max_fraction}
-        chosen["grace_days"] = grace_days
-        limits = self.settings.forgetting.model_dump(include=set(chosen))
-        limits.update({k: v for k, v in chosen.items() if v is not None})
+        limits = self.settings.forgetting.limits(score_threshold, max_fraction, grace_days)
         memory = memory or self.settings.memory_params()
         parts = (self.store, self.writer, self.archive_file, self.embedder)
         return run_forgetting_batch(
