@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.bench_dense import CHUNKS_PER_DOC, Fixed, fill, grown, measure, queries, real_chunks
 from memory_pipeline.config import Settings
-from memory_pipeline.search.pipeline import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 
@@ -106,7 +106,7 @@ def main() -> None:
         if slow:
             for kind, figures in measure(slow, qs[:n_slow], qv[:n_slow]).items():
                 results[kind].update(figures, queries=n_slow)
-        params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
+        params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
         for kind, system in systems.items():
             stages: dict[str, list[float]] = {}
             n = n_slow if kind in slow else len(qs)
@@ -132,7 +132,7 @@ def main() -> None:
         # A filter keeping 1% of the chunks (every 100th document's chunks).
         keep = [f"doc{s:08d}" for s in range(0, len(texts), CHUNKS_PER_DOC * 100)]
         filters = SearchFilters(doc_ids=tuple(keep))
-        params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
+        params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
         kept = np.concatenate(
             [
                 np.arange(s, min(s + CHUNKS_PER_DOC, len(texts)))

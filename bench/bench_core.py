@@ -22,7 +22,7 @@ import numpy as np
 
 from memory_pipeline.config import Settings
 from memory_pipeline.index.tokenizer import tokenize
-from memory_pipeline.search.pipeline import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.store import now_utc
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import DocumentInfo, NewChunk
@@ -117,8 +117,8 @@ def bench_scale(n: int, workdir: Path, queries: int) -> dict[str, float]:
     )
     qs = [" ".join(t.split()[:8]) for t in texts.values()]
     qvecs = [system.embedder.embed_query(q) for q in qs]
-    params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
-    rrf = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False, fusion="rrf")
+    params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
+    rrf = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False, fusion="rrf")
     system.searcher.search(qs[0], None, params, query_vector=qvecs[0])  # warm
     lat: list[float] = []
     lat_rrf: list[float] = []

@@ -25,7 +25,7 @@ import numpy as np
 from memory_pipeline.config import Settings
 from memory_pipeline.evaluation.beir import default_eval_cache
 from memory_pipeline.index.backends.local.dense import search_segments
-from memory_pipeline.search.pipeline import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.store import Store, now_utc
 from memory_pipeline.store.engine import sqlite_url
 from memory_pipeline.system import MemorySystem
@@ -118,7 +118,7 @@ def queries(model_id: str, n: int) -> tuple[list[str], np.ndarray]:
 def measure(systems: dict[str, MemorySystem], qs: list[str], qv: np.ndarray) -> dict[str, dict]:
     """Hybrid p50 / p95 of each memory; the queries alternate between them, so machine
     noise falls on all alike."""
-    params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
+    params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
     lat: dict[str, list[float]] = {k: [] for k in systems}
     for system in systems.values():
         system.searcher.search(qs[0], None, params, query_vector=qv[0])  # warm
@@ -174,7 +174,7 @@ def main() -> None:
         # A filter keeping 1% of the chunks (every 100th document's chunks).
         keep = [f"doc{s:08d}" for s in range(0, len(texts), CHUNKS_PER_DOC * 100)]
         filters = SearchFilters(doc_ids=keep)
-        params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
+        params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
         same = 0
         for q, v in zip(qs, qv, strict=True):
             a = systems["flat"].searcher.search(q, filters, params, query_vector=v).hits

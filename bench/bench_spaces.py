@@ -21,7 +21,7 @@ from pathlib import Path
 from bench_core import RandomEmbedder, fill
 
 from memory_pipeline.config import Settings
-from memory_pipeline.search.pipeline import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.system import MemorySystem
 
@@ -51,7 +51,7 @@ def bench_search(workdir: Path, mine: int, others: int, queries: int) -> dict[st
     texts = alone.store.contents(ids.tolist())
     qs = [" ".join(t.split()[:8]) for t in texts.values()]
     vecs = [alone.embedder.embed_query(q) for q in qs]
-    params = SearchParams(top_k=10, top_n=50, record_access=False, use_reranker=False)
+    params = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
     lat: dict[str, list[float]] = {"shared": [], "alone": []}
     same = 0
     for i, (q, v) in enumerate(zip(qs, vecs, strict=True)):

@@ -15,6 +15,7 @@ fields: those are the memory's, carried to every run as ``HYBRID_RAG_*`` variabl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,13 +42,13 @@ from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCOR
 from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
-from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchParams
+from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchRequest
 from memory_pipeline.sections import Refused, Section
 from memory_pipeline.sections import var as _var
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
 from memory_pipeline.store.engine import sqlite_url
 
-_SEARCH = SearchParams()
+_SEARCH = SearchRequest()
 _MEMORY = MemoryParams()
 Unit = Annotated[float, annotated_types.Ge(0.0), annotated_types.Le(1.0)]
 
@@ -131,6 +132,20 @@ class ForgettingSettings(Section):
         "FORGET_GRACE_DAYS", DEFAULT_GRACE_DAYS
     )
     max_fraction: Unit = _var("FORGET_MAX_FRACTION", DEFAULT_MAX_FRACTION)
+
+    def limits(
+        self,
+        score_threshold: float | None = None,
+        max_fraction: float | None = None,
+        grace_days: float | None = None,
+    ) -> dict[str, Any]:
+        """The limits of one forgetting run: those given (not None), the configured rest."""
+        given = {
+            "score_threshold": score_threshold,
+            "max_fraction": max_fraction,
+            "grace_days": grace_days,
+        }
+        return {k: getattr(self, k) if v is None else v for k, v in given.items()}
 
 
 class ServingSettings(Section):
@@ -257,14 +272,27 @@ class Settings(BaseSettings):
             detail = exc.detail.removeprefix(f"{exc.field}: ")
             raise SettingError(flags[exc.field][0], exc.field, detail) from None
 
-    def search_params(self, **per_call: Any) -> SearchParams:
-        """Search parameters as configured; ``per_call`` sets the rest (top_k, mmr, …)."""
-        configured = {**self.search.model_dump(), "memory": self.memory_params()}
-        return SearchParams(**{**configured, **per_call})
+    def search_request(self, *, memory: MemoryParams | None = None, **chosen: Any) -> SearchRequest:
+        """One search as configured, with what the caller ``chosen`` (top_k, enable_mmr, …);
+        ``memory`` is the memory axis (default: ``memory_params()``). Checked when it runs."""
+        configured = {**self.search.model_dump(), "memory": memory or self.memory_params()}
+        return SearchRequest(**{**configured, **chosen})
 
-    def memory_params(self) -> MemoryParams:
-        """The memory axis as configured (callers override per call)."""
-        return self.memory.params()
+    def memory_params(
+        self,
+        *,
+        time_weight: float | None = None,
+        freq_weight: float | None = None,
+        importance_threshold: float | None = None,
+    ) -> MemoryParams:
+        """The memory axis as configured; a weight given (not None) replaces its setting."""
+        given = {
+            "time_weight": time_weight,
+            "freq_weight": freq_weight,
+            "importance_threshold": importance_threshold,
+        }
+        chosen: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        return dataclasses.replace(self.memory.params(), **chosen)
 
     def to_env(self) -> dict[str, str]:
         """The settings that differ from their defaults, as ``HYBRID_RAG_*`` variables

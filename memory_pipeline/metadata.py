@@ -159,3 +159,34 @@ def validate_metadata(raw: dict[str, Any] | ChunkMetadata | None) -> ChunkMetada
                 msg = f"unknown knowledge_type {err.get('input')!r}; use one of: {allowed}"
             problems.append(f"{field}: {msg}")
         raise InvalidInputError("invalid metadata — " + "; ".join(problems)) from exc
+
+
+def check_doc_id(doc_id: object) -> str:
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InvalidInputError(f"doc_id must be a non-empty string, got {doc_id!r}")
+    return check_text("doc_id", doc_id)
+
+
+def memory_field_changes(
+    *, importance: Any = ..., knowledge_type: Any = ..., tags: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The changes to one chunk's memory fields, checked as ingest checks them: only the
+    fields given (``...``: unchanged, ``None``: unset; ``tags=None``: unchanged), as
+    ``Store.set_chunk_tags`` takes them."""
+    raw: dict[str, Any] = {}
+    if importance is not ...:
+        raw["importance"] = importance
+    if knowledge_type is not ...:
+        raw["knowledge_type"] = knowledge_type
+    if tags is not None:
+        raw["tags"] = tags
+    meta = validate_metadata(raw)
+    changes: dict[str, Any] = {}
+    if "importance" in raw:
+        changes["importance"] = meta.importance
+    if "knowledge_type" in raw:
+        kt = meta.knowledge_type
+        changes["knowledge_type"] = kt.value if isinstance(kt, KnowledgeType) else None
+    if "tags" in raw:
+        changes["tags"] = list(meta.tags)
+    return changes

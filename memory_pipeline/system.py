@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -14,30 +13,29 @@ import numpy as np
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
-from memory_pipeline.errors import InvalidInputError, NotFoundError
+from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.index.backends import open_backend
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.ingest.loaders import LoadedDocument
 from memory_pipeline.ingest.pipeline import Ingestor
 from memory_pipeline.ingest.pipeline import doc_id_for as doc_id_for  # re-exported for callers
-from memory_pipeline.memory.axis import memory_rerank
+from memory_pipeline.memory.axis import rerank_hits
 from memory_pipeline.memory.duplicates import DuplicateReport, duplicate_audit
 from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_batch
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
-from memory_pipeline.memory.scoring import MemoryFields, MemoryParams
+from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.metadata import (
     ChunkMetadata,
-    KnowledgeType,
+    check_doc_id,
     check_tag,
     check_text,
     check_texts,
-    validate_metadata,
+    memory_field_changes,
 )
 from memory_pipeline.search.cross_encoder import Reranker, load_reranker
-from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
-from memory_pipeline.search.params import DEFAULT_TOP_K
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.opening import Opening, open_store
@@ -49,12 +47,6 @@ from memory_pipeline.types import (
     SearchHit,
     SearchResult,
 )
-
-
-def _check_doc_id(doc_id: object) -> None:
-    if not isinstance(doc_id, str) or not doc_id:
-        raise InvalidInputError(f"doc_id must be a non-empty string, got {doc_id!r}")
-    check_text("doc_id", doc_id)
 
 
 class MemorySystem:
@@ -164,97 +156,39 @@ class MemorySystem:
         return self.ingestor.ingest_text(text, title, metadata, update_index=update_index)
 
     # ------------------------------------------------------------------ search
-    def memory_params(
-        self,
-        time_weight: float | None = None,
-        freq_weight: float | None = None,
-        importance_threshold: float | None = None,
-    ) -> MemoryParams:
-        """The memory axis parameters: settings' defaults, overridden per call."""
-        given: dict[str, Any] = {
-            "time_weight": time_weight,
-            "freq_weight": freq_weight,
-            "importance_threshold": importance_threshold,
-        }
-        return replace(
-            self.settings.memory_params(), **{k: v for k, v in given.items() if v is not None}
-        )
-
     def query(
         self,
-        query: str,
-        top_k: int = DEFAULT_TOP_K,
+        text: str,
+        request: SearchRequest | None = None,
         *,
         filters: SearchFilters | None = None,
-        enable_mmr: bool = False,
-        mmr_lambda: float = DEFAULT_MMR_LAMBDA,
-        use_reranker: bool = True,
-        record_access: bool = True,
-        enable_memory_rerank: bool = False,
-        memory_time_weight: float | None = None,
-        memory_freq_weight: float | None = None,
-        memory_importance_threshold: float | None = None,
-        now: dt.datetime | None = None,
         rewrites: Sequence[str] = (),
     ) -> SearchResult:
-        """Hybrid search; ``enable_memory_rerank`` adds guaranteed candidates and the memory axis.
+        """Hybrid search for ``text``, as ``request`` says (None: the settings' defaults,
+        ``Settings.search_request``); ``filters`` restrict it.
 
         ``rewrites`` are other phrasings of the same question the caller wrote (synonyms,
         the names the memory may use, a question turned into a statement): each is
         searched too and all are fused into one ranking (``HybridSearcher.search``).
-        A memory opened read-only records no access.
         """
-        if isinstance(query, str):
-            check_text("query", query, multiline=True)
+        if isinstance(text, str):
+            check_text("query", text, multiline=True)
         if filters is not None:
             check_texts("filters.tags", filters.tags)
             check_texts("filters.doc_ids", filters.doc_ids)
-        params = self.settings.search_params(
-            top_k=top_k,
-            enable_mmr=enable_mmr,
-            mmr_lambda=mmr_lambda,
-            use_reranker=use_reranker,
-            record_access=record_access and not self.store.read_only,
-            enable_memory_rerank=enable_memory_rerank,
-            memory=self.memory_params(
-                memory_time_weight, memory_freq_weight, memory_importance_threshold
-            ),
-            now=now,
-        )
-        return self.searcher.search(query, filters, params, rewrites=rewrites)
+        request = request or self.settings.search_request()
+        return self.searcher.search(text, filters, request, rewrites=rewrites)
 
     def rerank(
         self,
         chunks: Sequence[SearchHit],
-        time_weight: float | None = None,
-        freq_weight: float | None = None,
-        importance_threshold: float | None = None,
+        memory: MemoryParams | None = None,
         *,
         now: dt.datetime | None = None,
     ) -> list[SearchHit]:
-        """Apply the memory axis to hits a caller passes in (their ``score`` is the relevance)."""
-        params = self.memory_params(time_weight, freq_weight, importance_threshold)
-        kept, _cut = memory_rerank(
-            [h.score for h in chunks],
-            [
-                MemoryFields(
-                    h.knowledge_type, h.importance, h.access_count, h.created_at, h.source_date
-                )
-                for h in chunks
-            ],
-            params,
-            now,
-        )
-        out = []
-        for item in kept:
-            hit = chunks[item.position]
-            m = item.memory
-            stages = {**hit.stage_scores, "relevance": hit.score, "decay": m.decay}
-            stages.update(access_boost=m.boost, memory=m.score)
-            out.append(replace(hit, score=float(m.score or 0.0), stage_scores=stages))
-        return out
-
-    hybrid_search = query
+        """Apply the memory axis (None: as configured) to hits a caller passes in (their
+        ``score`` is the relevance)."""
+        return rerank_hits(chunks, memory or self.settings.memory_params(), now)
 
     def embed(self, text: str) -> np.ndarray:
         if not isinstance(text, str) or not text.strip():
@@ -308,9 +242,7 @@ class MemorySystem:
     def run_forgetting_batch(
         self,
         *,
-        time_weight: float | None = None,
-        freq_weight: float | None = None,
-        importance_threshold: float | None = None,
+        memory: MemoryParams | None = None,
         score_threshold: float | None = None,
         dry_run: bool = True,
         max_fraction: float | None = None,
@@ -319,27 +251,14 @@ class MemorySystem:
         examples: int = 10,
         grace_days: float | None = None,
     ) -> ForgettingReport:
-        """Score every live chunk on the memory axis; archive the low ones unless dry run.
-
-        A threshold, fraction or grace left unset is the configured one
-        (``settings.forgetting``).
-        """
-        configured = self.settings.forgetting
+        """Score every live chunk on the memory axis (None: as configured); archive the
+        low ones unless dry run. A threshold, fraction or grace left unset is the
+        configured one (``settings.forgetting``)."""
+        limits = self.settings.forgetting.limits(score_threshold, max_fraction, grace_days)
+        memory = memory or self.settings.memory_params()
+        parts = (self.store, self.writer, self.archive_file, self.embedder)
         return run_forgetting_batch(
-            self.store,
-            self.writer,
-            self.archive_file,
-            self.embedder,
-            self.memory_params(time_weight, freq_weight, importance_threshold),
-            score_threshold=configured.score_threshold
-            if score_threshold is None
-            else score_threshold,
-            dry_run=dry_run,
-            max_fraction=configured.max_fraction if max_fraction is None else max_fraction,
-            force=force,
-            now=now,
-            examples=examples,
-            grace_days=configured.grace_days if grace_days is None else grace_days,
+            *parts, memory, dry_run=dry_run, force=force, now=now, examples=examples, **limits
         )
 
     def restore_archived(
@@ -350,18 +269,8 @@ class MemorySystem:
         chunk_ids: Sequence[int] | None = None,
     ) -> RestoreReport:
         """Bring archived chunks back (one selector), re-using their archived vectors."""
-        for name, value in (("run_id", run_id), ("doc_id", doc_id)):
-            if isinstance(value, str):
-                check_text(name, value)
-        return restore_archived(
-            self.store,
-            self.writer,
-            self.archive_file,
-            self.embedder,
-            run_id=run_id,
-            doc_id=doc_id,
-            chunk_ids=chunk_ids,
-        )
+        parts = (self.store, self.writer, self.archive_file, self.embedder)
+        return restore_archived(*parts, run_id=run_id, doc_id=doc_id, chunk_ids=chunk_ids)
 
     # ----------------------------------------------------------------- reports
     @property
@@ -396,8 +305,7 @@ class MemorySystem:
 
     # --------------------------------------------------------------- documents
     def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:
-        _check_doc_id(doc_id)
-        removed = self.store.delete_document(doc_id)
+        removed = self.store.delete_document(check_doc_id(doc_id))
         if update_index:
             self.update_index()
         return removed
@@ -405,19 +313,8 @@ class MemorySystem:
     def get_document_chunks(
         self, doc_id: str, chunk_index: int | None = None, window: int = 1
     ) -> list[ChunkRecord]:
-        _check_doc_id(doc_id)
-        chunks = self.store.document_chunks(doc_id)
-        if not chunks:
-            raise NotFoundError(f"no document with doc_id {doc_id!r}")
-        if chunk_index is None:
-            return chunks
-        if window < 0:
-            raise InvalidInputError(f"window must be ≥ 0, got {window}")
-        if not any(c.chunk_index == chunk_index for c in chunks):
-            raise NotFoundError(
-                f"document {doc_id!r} has chunks 0..{len(chunks) - 1}, not {chunk_index}"
-            )
-        return [c for c in chunks if abs(c.chunk_index - chunk_index) <= window]
+        """A document's chunks: all of them, or a window around one (``Store.document_window``)."""
+        return self.store.document_window(check_doc_id(doc_id), chunk_index, window)
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
         return self.store.find_by_tag(check_tag(tag))
@@ -432,21 +329,8 @@ class MemorySystem:
         tags: Sequence[str] | None = None,
     ) -> ChunkRecord:
         """Change memory fields of one chunk; takes effect in the next search, vectors untouched."""
-        _check_doc_id(doc_id)
-        raw: dict[str, Any] = {}
-        if importance is not ...:
-            raw["importance"] = importance
-        if knowledge_type is not ...:
-            raw["knowledge_type"] = knowledge_type
-        if tags is not None:
-            raw["tags"] = tags
-        meta = validate_metadata(raw)
-        kwargs: dict[str, Any] = {}
-        if "importance" in raw:
-            kwargs["importance"] = meta.importance
-        if "knowledge_type" in raw:
-            kt = meta.knowledge_type
-            kwargs["knowledge_type"] = kt.value if isinstance(kt, KnowledgeType) else None
-        return self.store.set_chunk_tags(
-            doc_id, chunk_index, tags=list(meta.tags) if tags is not None else None, **kwargs
+        check_doc_id(doc_id)
+        changes = memory_field_changes(
+            importance=importance, knowledge_type=knowledge_type, tags=tags
         )
+        return self.store.set_chunk_tags(doc_id, chunk_index, **changes)

@@ -42,7 +42,7 @@ def warm_up(system: MemorySystem) -> float:
     """
     started = time.perf_counter()
     try:
-        system.query("warm-up", top_k=1, record_access=False)
+        system.query("warm-up", system.settings.search_request(top_k=1, record_access=False))
     except MemoryPipelineError as exc:
         log.warning("warm-up search failed (the first call will report it): %s", exc)
     seconds = time.perf_counter() - started

@@ -120,14 +120,10 @@ class ReadTools:
             source_date_from=f.source_date_from,
             source_date_to=f.source_date_to,
         )
-        result = self.system.query(
-            query,
-            top_k,
-            filters=search_filters,
-            enable_mmr=diversify,
-            enable_memory_rerank=memory_rerank,
-            rewrites=rewrites or (),
+        request = self.system.settings.search_request(
+            top_k=top_k, enable_mmr=diversify, enable_memory_rerank=memory_rerank
         )
+        result = self.system.query(query, request, filters=search_filters, rewrites=rewrites or ())
         stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)
         return SearchOutput(
             chunks=self._hits(result.hits),
@@ -184,26 +180,12 @@ class ReadTools:
         taken as relevance. Unset weights use the server's defaults; time_weight +
         freq_weight must be at most 1.
         """
-        hits = [
-            SearchHit(
-                chunk_id=c.chunk_id,
-                doc_id=c.doc_id,
-                chunk_index=c.chunk_index,
-                content=c.content,
-                knowledge_type=c.knowledge_type.value if c.knowledge_type else None,
-                importance=c.importance,
-                tags=list(c.tags),
-                access_count=c.access_count,
-                created_at=c.created_at,
-                source_date=c.source_date,
-                score=c.score,
-                stage_scores=dict(c.stage_scores),
-                title=c.title,
-                source=c.source,
-            )
-            for c in chunks
-        ]
-        ranked = self.system.rerank(hits, time_weight, freq_weight, importance_threshold)
+        memory = self.system.settings.memory_params(
+            time_weight=time_weight,
+            freq_weight=freq_weight,
+            importance_threshold=importance_threshold,
+        )
+        ranked = self.system.rerank([c.hit() for c in chunks], memory)
         return RerankOutput(chunks=self._hits(ranked))
 
     @tool("Embed text", "read")

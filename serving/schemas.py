@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from memory_pipeline.metadata import MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
+from memory_pipeline.types import SearchHit
 from serving.hints import McpText
 from serving.wire import round_sig
 
@@ -91,6 +92,12 @@ class ChunkIn(_Input):
     stage_scores: dict[str, float | int | None] = Field(default_factory=dict)
     title: str | None = Field(default=None, max_length=10_000)
     source: str | None = Field(default=None, max_length=10_000)
+
+    def hit(self) -> SearchHit:
+        """The hit it was sent as: its fields are ``SearchHit``'s (the turns aside)."""
+        fields = self.model_dump()
+        fields["knowledge_type"] = self.knowledge_type.value if self.knowledge_type else None
+        return SearchHit(**fields)
 
 
 # ----------------------------------------------------------------------------- results

@@ -254,10 +254,13 @@ class WriteTools:
         # over MCP: going over max_fraction is a person's call (the refusal says so).
         gate = nullcontext() if dry_run else self.lock.held()
         with gate:
-            report = self.system.run_forgetting_batch(
+            memory = self.system.settings.memory_params(
                 time_weight=time_weight,
                 freq_weight=freq_weight,
                 importance_threshold=importance_threshold,
+            )
+            report = self.system.run_forgetting_batch(
+                memory=memory,
                 score_threshold=score_threshold,
                 dry_run=dry_run,
                 max_fraction=max_fraction,

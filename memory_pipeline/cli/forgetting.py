@@ -8,14 +8,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from memory_pipeline.cli.flags import add_all_spaces
-from memory_pipeline.config import variable
+from memory_pipeline.config import Settings, variable
 from memory_pipeline.memory.forgetting import (
     DEFAULT_MAX_FRACTION,
     DEFAULT_SCORE_THRESHOLD,
     ForgettingReport,
     RestoreReport,
 )
-from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS
+from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
 
 if TYPE_CHECKING:
     from memory_pipeline.system import MemorySystem
@@ -24,16 +24,16 @@ if TYPE_CHECKING:
 class _Forgetting(Protocol):
     """The MemorySystem wrappers these commands call.
 
-    Weights left as None take the configured defaults (``MemorySystem.memory_params``),
+    Weights left as None take the configured defaults (``Settings.memory_params``),
     as the MCP tools and the Dagster asset do.
     """
+
+    settings: Settings
 
     def run_forgetting_batch(
         self,
         *,
-        time_weight: float | None = ...,
-        freq_weight: float | None = ...,
-        importance_threshold: float | None = ...,
+        memory: MemoryParams | None = ...,
         score_threshold: float = ...,
         dry_run: bool = ...,
         max_fraction: float = ...,
@@ -68,10 +68,14 @@ def register(
         return cast(_Forgetting, make_system(args))
 
     def cmd_forget(args: argparse.Namespace) -> int:
-        report = system(args).run_forgetting_batch(
+        memory = system(args)
+        weights = memory.settings.memory_params(
             time_weight=args.time_weight,
             freq_weight=args.freq_weight,
             importance_threshold=args.importance_threshold,
+        )
+        report = memory.run_forgetting_batch(
+            memory=weights,
             score_threshold=args.score_threshold,
             dry_run=not args.apply,
             max_fraction=args.max_fraction,

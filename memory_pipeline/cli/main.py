@@ -130,18 +130,19 @@ def cmd_search(args: argparse.Namespace) -> int:
         knowledge_types=tuple(args.knowledge_type or ()),
         doc_ids=tuple(args.doc_id or ()),
     )
-    result = system.query(
-        args.query,
+    settings = system.settings
+    request = settings.search_request(
         top_k=args.top_k,
-        filters=filters,
         enable_mmr=args.mmr,
         record_access=not args.no_access,
         enable_memory_rerank=args.memory,
-        memory_time_weight=args.time_weight,
-        memory_freq_weight=args.freq_weight,
-        memory_importance_threshold=args.importance_threshold,
-        rewrites=tuple(args.rewrite or ()),
+        memory=settings.memory_params(
+            time_weight=args.time_weight,
+            freq_weight=args.freq_weight,
+            importance_threshold=args.importance_threshold,
+        ),
     )
+    result = system.query(args.query, request, filters=filters, rewrites=tuple(args.rewrite or ()))
     if args.json:
         payload = {"query": result.query, "hits": [h.to_dict() for h in result.hits]}
         if args.stats:
@@ -206,7 +207,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"  {r.status:9} {r.chunks:3} chunks  {Path(r.source).name}")
     for query in [args.query] if args.query else SAMPLE_QUERIES:
         print(f"\nquery: {query}")
-        for rank, hit in enumerate(system.query(query, top_k=3, record_access=False).hits, 1):
+        request = system.settings.search_request(top_k=3, record_access=False)
+        for rank, hit in enumerate(system.query(query, request).hits, 1):
             print(f"{rank}. ({hit.knowledge_type}) {' '.join(hit.content.split())[:160]}")
     print(
         f"\nstored in {system.settings.url.split('///')[-1]}, index in {system.settings.index_path}; "

@@ -3,7 +3,7 @@
 ``bm25`` and ``dense`` call one index half directly (the published version's sparse
 index, or its dense segments) so a single retriever can be measured without changing
 the search pipeline; they see only what the published index holds. The ``hybrid*``
-variants are the real :class:`HybridSearcher` with one ``SearchParams`` switch each.
+variants are the real :class:`HybridSearcher` with one ``SearchRequest`` switch each.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _hybrid(
 ) -> Runner:
     def run(system: MemorySystem, chunks: ChunkDirectory, req: Request) -> list[ChunkRef]:
         st = system.settings
-        params = st.search_params(
+        request = st.search_request(
             top_k=req.depth,
             # Each retriever must reach at least as deep as the list we score.
             top_n=max(st.search.top_n, req.depth),
@@ -100,7 +100,7 @@ def _hybrid(
             record_access=False,  # evaluating must not change the memory it measures
             enable_memory_rerank=memory,
         )
-        result = system.searcher.search(req.text, req.filters, params, query_vector=req.vector)
+        result = system.searcher.search(req.text, req.filters, request, query_vector=req.vector)
         return chunks.refs([h.chunk_id for h in result.hits])
 
     return run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memory_pipeline.memory.scoring import (
     MemoryFields,
@@ -13,6 +13,7 @@ from memory_pipeline.memory.scoring import (
     memory_score,
     normalise_relevance,
 )
+from memory_pipeline.types import SearchHit
 
 
 @dataclass(frozen=True)
@@ -42,3 +43,23 @@ def memory_rerank(
         (cut if scored.score is None else kept).append(Reranked(i, scored))
     kept.sort(key=lambda r: (-(r.memory.score or 0.0), r.position))
     return kept, cut
+
+
+def rerank_hits(
+    hits: Sequence[SearchHit], params: MemoryParams, now: dt.datetime | None = None
+) -> list[SearchHit]:
+    """Hits a caller passes in (their ``score`` is the relevance) on the memory axis: the
+    kept ones, best first, scored by it, their stages showing relevance, decay and boost."""
+    fields = [
+        MemoryFields(h.knowledge_type, h.importance, h.access_count, h.created_at, h.source_date)
+        for h in hits
+    ]
+    kept, _cut = memory_rerank([h.score for h in hits], fields, params, now)
+    out = []
+    for item in kept:
+        hit = hits[item.position]
+        m = item.memory
+        stages = {**hit.stage_scores, "relevance": hit.score, "decay": m.decay}
+        stages.update(access_boost=m.boost, memory=m.score)
+        out.append(replace(hit, score=float(m.score or 0.0), stage_scores=stages))
+    return out

@@ -30,6 +30,7 @@ from memory_pipeline.memory.archive import (
     iter_archive,
     record_space,
 )
+from memory_pipeline.metadata import check_text
 from memory_pipeline.spaces import DEFAULT_SPACE
 from memory_pipeline.store import Store, content_sha, now_utc
 from memory_pipeline.store.forgetting import RestoredChunk, RunRecord
@@ -214,6 +215,9 @@ def restore_archived(
     chunk_ids: Iterable[int] | None = None,
 ) -> RestoreReport:
     """Bring archived chunks back with new ids, in one transaction, then update the index."""
+    for name, value in (("run_id", run_id), ("doc_id", doc_id)):
+        if isinstance(value, str):
+            check_text(name, value)
     started = time.perf_counter()
     selector, matches, asked = _selector(run_id, doc_id, chunk_ids)
     chosen: dict[tuple[str, int], dict[str, Any]] = {}

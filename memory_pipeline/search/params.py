@@ -1,4 +1,8 @@
-"""Parameters of one search, checked before it runs."""
+"""One search request: everything a search needs besides its text and filters.
+
+Built once (``Settings.search_request``: the settings plus what the caller chose),
+checked before it runs, and passed whole to ``HybridSearcher.search``.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ MAX_GUARANTEED = 1000
 
 
 @dataclass(frozen=True)
-class SearchParams:
+class SearchRequest:
+    """How to search: depth, fusion, the optional stages, the memory axis, the clock."""
+
     top_k: int = DEFAULT_TOP_K
     top_n: int = 50
     fusion: str = DEFAULT_FUSION

@@ -32,7 +32,7 @@ from memory_pipeline.search.fusion import (
     phrasing_weights,
 )
 from memory_pipeline.search.mmr import mmr_select
-from memory_pipeline.search.params import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.search.phrasings import embed_phrasings, phrasings
 from memory_pipeline.search.retrieval import Retriever
 from memory_pipeline.search.run import Run, Timer
@@ -63,7 +63,7 @@ class HybridSearcher:
         self,
         query: str,
         filters: SearchFilters | None = None,
-        params: SearchParams | None = None,
+        request: SearchRequest | None = None,
         *,
         query_vector: np.ndarray | None = None,
         rewrites: Sequence[str] = (),
@@ -76,9 +76,10 @@ class HybridSearcher:
         much as all rewrites together). Filters and spaces restrict every phrasing;
         guaranteed candidates, the cross-encoder (scoring against the query), the
         memory axis and MMR run once, on the fused ranking. Without rewrites the
-        search is exactly the query's.
+        search is exactly the query's. ``request`` says how (default: ``SearchRequest()``);
+        a store opened read-only records no access, whatever it says.
         """
-        params = params or SearchParams()
+        params = request or SearchRequest()
         params.validate()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
@@ -112,7 +113,7 @@ class HybridSearcher:
         self._diversify(run)
         with timer.stage("labels"):
             hits = self._hits(run)
-        if params.record_access and hits:
+        if params.record_access and hits and not self.store.read_only:
             with timer.stage("record_access"):
                 self._record_access(hits, stats)
         stats.timings_ms = {k: round(v, 3) for k, v in timer.ms.items()}
@@ -359,7 +360,7 @@ class HybridSearcher:
             version = version.for_spaces(self.store.spaces.read)
         return queued, version
 
-    def _rerank_on(self, params: SearchParams) -> bool:
+    def _rerank_on(self, params: SearchRequest) -> bool:
         return params.use_reranker and self.reranker is not None
 
     def _check_space(self, version: IndexView, qvec: np.ndarray) -> None:

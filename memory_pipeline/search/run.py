@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_pipeline.index.protocols import IndexView
-from memory_pipeline.search.params import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.types import ChunkRecord, SearchStats
 
 Ranked = list[tuple[int, float]]
@@ -34,7 +34,7 @@ class Run:
     query: str
     qvec: np.ndarray
     tokens: list[str]
-    params: SearchParams
+    params: SearchRequest
     allowed: np.ndarray | None
     version: IndexView | None
     stats: SearchStats

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from memory_pipeline.errors import NotFoundError
+from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
 from memory_pipeline.store.rows import (
@@ -50,6 +50,24 @@ class ChunkQueries(StoreBase):
             ).all()
             tags = tags_for(s, [r.id for r in rows])
             return [chunk_record(r, tags.get(r.id, ())) for r in rows]
+
+    def document_window(
+        self, doc_id: str, chunk_index: int | None = None, window: int = 1
+    ) -> list[ChunkRecord]:
+        """A document's chunks in order: all of them, or those within ``window`` of
+        ``chunk_index``; NotFoundError for a document or position this store does not hold."""
+        chunks = self.document_chunks(doc_id)
+        if not chunks:
+            raise NotFoundError(f"no document with doc_id {doc_id!r}")
+        if chunk_index is None:
+            return chunks
+        if window < 0:
+            raise InvalidInputError(f"window must be ≥ 0, got {window}")
+        if not any(c.chunk_index == chunk_index for c in chunks):
+            raise NotFoundError(
+                f"document {doc_id!r} has chunks 0..{len(chunks) - 1}, not {chunk_index}"
+            )
+        return [c for c in chunks if abs(c.chunk_index - chunk_index) <= window]
 
     def contents(self, ids: Sequence[int]) -> dict[int, str]:
         with self.conn() as c:

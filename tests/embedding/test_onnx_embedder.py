@@ -143,12 +143,16 @@ def test_a_torch_memory_refuses_onnx_queries_and_says_what_to_set(
         make_settings(tmp_path, model="multilingual-e5-small", runtime="onnx", model_cache=cache)
     )
     with pytest.raises(ModelMismatchError) as refused:
-        other.query("reciprocal rank fusion", top_k=2, record_access=False)
+        other.query(
+            "reciprocal rank fusion", other.settings.search_request(top_k=2, record_access=False)
+        )
     assert "HYBRID_RAG_EMBEDDING_RUNTIME=torch" in str(refused.value)
     other.close()
     # auto: the memory's own runtime, so the same settings without a runtime just work
     kept = MemorySystem(make_settings(tmp_path, model="multilingual-e5-small", model_cache=cache))
-    assert kept.query("reciprocal rank fusion", top_k=1, record_access=False).hits
+    assert kept.query(
+        "reciprocal rank fusion", kept.settings.search_request(top_k=1, record_access=False)
+    ).hits
     kept.close()
 
 

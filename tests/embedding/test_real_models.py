@@ -41,7 +41,7 @@ def e5_memory(
 
 
 def top_source(memory: MemorySystem, query: str) -> str:
-    hits = memory.query(query, top_k=1, record_access=False).hits
+    hits = memory.query(query, memory.settings.search_request(top_k=1, record_access=False)).hits
     doc = memory.store.get_document(hits[0].doc_id)
     assert doc is not None
     return Path(doc.source).name
@@ -76,7 +76,8 @@ def test_default_model_space_is_recorded(e5_memory: MemorySystem) -> None:
     assert version.manifest.dim == 384
     # cross-lingual: an English question reaches the Japanese news item through the dense side
     hits = e5_memory.query(
-        "internal search platform release announcement", top_k=4, record_access=False
+        "internal search platform release announcement",
+        e5_memory.settings.search_request(top_k=4, record_access=False),
     ).hits
     sources = [Path(h.source or "").name for h in hits]
     [dense_first] = [h for h in hits if h.stage_scores["dense_rank"] == 1]
@@ -96,7 +97,7 @@ def test_cross_encoder_stage_runs_when_configured(tmp_path: Path) -> None:
     memory = MemorySystem(make_settings(tmp_path, reranker=str(model)), embedder=HashingEmbedder())
     for i, text in enumerate(["bob prefers jazz", "alice likes tea", "carol went hiking"]):
         memory.ingest_text(f"{text} in the garden", title=f"t{i}")
-    result = memory.query("tea", top_k=3, record_access=False)
+    result = memory.query("tea", memory.settings.search_request(top_k=3, record_access=False))
     assert result.stats.reranker != "none"
     scores = {h.content: h.stage_scores["cross_encoder"] for h in result.hits}
     assert scores == {
@@ -114,7 +115,7 @@ def test_missing_cross_encoder_is_reported_not_fatal(tmp_path: Path) -> None:
         make_settings(tmp_path, reranker=str(tmp_path / "nope")), embedder=HashingEmbedder()
     )
     memory.ingest_text("apple banana orchard", title="t")
-    result = memory.query("apple", top_k=1, record_access=False)
+    result = memory.query("apple", memory.settings.search_request(top_k=1, record_access=False))
     assert result.stats.reranker == "none"
     assert any("cross-encoder skipped" in n and "does not exist" in n for n in result.stats.notes)
     memory.close()

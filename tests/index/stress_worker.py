@@ -55,7 +55,9 @@ def check(system: MemorySystem, summary: dict[str, list]) -> None:
     notes = system.store.get_chunks(system.store.all_ids())  # this space's, as stored now
     summary["newest"].append(max(notes, default=0))
     for cid, record in sorted(notes.items()):
-        result = system.query(record.content, top_k=5, record_access=False)
+        result = system.query(
+            record.content, system.settings.search_request(top_k=5, record_access=False)
+        )
         summary["searches"].append(result.stats.index_version)
         leaked = [h.content for h in result.hits if of_space(h.content) != space]
         if leaked:

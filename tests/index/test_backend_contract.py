@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -109,10 +110,11 @@ def _forget_some(memory: MemorySystem, share: float) -> ForgettingReport:
     return run
 
 
-def _titles(memory: MemorySystem, query: str, **kw: object) -> list[str]:
-    kw.setdefault("record_access", False)
-    kw.setdefault("top_k", 5)
-    return [h.title or "" for h in memory.query(query, **kw).hits]  # type: ignore[arg-type]
+def _titles(
+    memory: MemorySystem, query: str, *, filters: SearchFilters | None = None, **chosen: Any
+) -> list[str]:
+    request = memory.settings.search_request(**{"record_access": False, "top_k": 5, **chosen})
+    return [h.title or "" for h in memory.query(query, request, filters=filters).hits]
 
 
 def test_what_is_ingested_is_found_at_once(open_memory: Factory) -> None:
@@ -139,7 +141,9 @@ def test_deleted_and_archived_never_return(open_memory: Factory, then: str) -> N
     elif then == "rebuild":
         memory.rebuild_index()
     for query in [*QUERIES, "cats warm sun"]:
-        hits = memory.query(query, top_k=20, record_access=False).hits
+        hits = memory.query(
+            query, memory.settings.search_request(top_k=20, record_access=False)
+        ).hits
         assert hits and {h.chunk_id for h in hits} <= live
         assert "cats" not in {h.title for h in hits}
 
@@ -179,11 +183,13 @@ def _ranked(memory: MemorySystem) -> list[list[tuple[str, int]]]:
         for memory_axis in (False, True):
             hits = memory.query(
                 query,
-                top_k=6,
-                record_access=False,
-                enable_memory_rerank=memory_axis,
-                enable_mmr=memory_axis,
-                now=NOW,
+                memory.settings.search_request(
+                    top_k=6,
+                    record_access=False,
+                    enable_memory_rerank=memory_axis,
+                    enable_mmr=memory_axis,
+                    now=NOW,
+                ),
             ).hits
             out.append([(h.title or "", h.chunk_index) for h in hits])
     return out
@@ -195,7 +201,9 @@ def test_the_memory_axis_orders_as_on_local(
     memory = open_memory()
     _fill(memory, extra=5)
     memory.update_index()
-    for h in memory.query("index", top_k=3).hits:  # access counts feed the boost
+    for h in memory.query(
+        "index", memory.settings.search_request(top_k=3)
+    ).hits:  # access counts feed the boost
         assert h.chunk_id
     local = MemorySystem(
         make_settings(tmp_path / "reference", max_chunk_size=256), embedder=HashingEmbedder()
@@ -203,7 +211,7 @@ def test_the_memory_axis_orders_as_on_local(
     try:
         _fill(local, extra=5)
         local.update_index()
-        local.query("index", top_k=3)
+        local.query("index", local.settings.search_request(top_k=3))
         assert _ranked(memory) == _ranked(local)
     finally:
         local.close()
@@ -215,7 +223,9 @@ def _scored(memory: MemorySystem) -> list[set[tuple[str, float]]]:
     return [
         {
             (h.title or "", round(h.score, 6))
-            for h in memory.query(q, top_k=50, record_access=False).hits
+            for h in memory.query(
+                q, memory.settings.search_request(top_k=50, record_access=False)
+            ).hits
         }
         for q in QUERIES
     ]
@@ -273,7 +283,7 @@ def test_a_foreign_model_is_refused(open_memory: Factory) -> None:
         other.ingest_text("Vectors of another model.", "foreign")
         other.update_index()
     with pytest.raises(ModelMismatchError):
-        other.query("index version", record_access=False)
+        other.query("index version", other.settings.search_request(record_access=False))
     assert _titles(memory, "warm sun cats")[0] == "cats"  # the memory still serves
 
 
@@ -285,8 +295,18 @@ def test_a_space_never_sees_another(open_memory: Factory) -> None:
     team.ingest_text("Cats of the team sleep in the sun.", "team-cats")
     for step in ("before", "after"):
         for query in [*QUERIES, "roadmap", "cats sun"]:
-            mine = {h.title for h in memory.query(query, top_k=20, record_access=False).hits}
-            theirs = {h.title for h in team.query(query, top_k=20, record_access=False).hits}
+            mine = {
+                h.title
+                for h in memory.query(
+                    query, memory.settings.search_request(top_k=20, record_access=False)
+                ).hits
+            }
+            theirs = {
+                h.title
+                for h in team.query(
+                    query, team.settings.search_request(top_k=20, record_access=False)
+                ).hits
+            }
             assert not mine & {"roadmap", "team-cats"}, (step, query)
             assert theirs <= {"roadmap", "team-cats"}, (step, query)
         memory.update_index()
@@ -315,7 +335,9 @@ def test_a_turn_is_found_by_its_context_and_returned_as_said(open_memory: Factor
     for step in ("unindexed", "indexed"):
         if step == "indexed":
             memory.update_index()
-        hits = memory.query("ferry Hydra", top_k=2, record_access=False).hits
+        hits = memory.query(
+            "ferry Hydra", memory.settings.search_request(top_k=2, record_access=False)
+        ).hits
         assert {h.content for h in hits} == {t.text for t in turns}, step
         assert {h.turns[0].turn_id for h in hits} == {"t1", "t2"}
 
@@ -346,7 +368,9 @@ def test_a_space_beside_another_finds_its_new_notes(open_memory: Factory) -> Non
             for title, query in notes.items():
                 assert _titles(server, query)[:1] == [title], (step, title)
                 assert "walrus" not in _titles(server, query, top_k=20)
-        server.delete_document(server.query("owls night", top_k=1).hits[0].doc_id)
+        server.delete_document(
+            server.query("owls night", server.settings.search_request(top_k=1)).hits[0].doc_id
+        )
         assert "owls" not in _titles(server, "owls hunt night forest", top_k=20)
     finally:
         server.close()

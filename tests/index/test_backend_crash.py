@@ -71,7 +71,9 @@ def test_a_killed_writer_leaves_the_previous_state_serving(
             live = set(memory.store.all_ids().tolist())
             assert live, f"trial {trial}: nothing committed"
             for query in ("word3 note1", "word17", f"note{trial}"):
-                hits = memory.query(query, top_k=20, record_access=False).hits
+                hits = memory.query(
+                    query, memory.settings.search_request(top_k=20, record_access=False)
+                ).hits
                 assert hits and {h.chunk_id for h in hits} <= live, (trial, query)
             errors = [f for f in memory.index_health().findings if f.severity == "error"]
             assert not errors, (trial, errors)

@@ -91,7 +91,9 @@ def test_a_memory_on_a_chroma_server(chroma_server: str, tmp_path: Path) -> None
         cats = memory.ingest_text("Cats sleep most of the day in the warm sun.", "cats").doc_id
         memory.ingest_text("Penguins waddle across the ice.", "penguins")
         memory.update_index()
-        hits = memory.query("warm sun cats", top_k=3, record_access=False).hits
+        hits = memory.query(
+            "warm sun cats", memory.settings.search_request(top_k=3, record_access=False)
+        ).hits
         assert hits[0].title == "cats"
 
         server = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]))
@@ -103,7 +105,12 @@ def test_a_memory_on_a_chroma_server(chroma_server: str, tmp_path: Path) -> None
         memory.delete_document(cats)
         memory.update_index()
         assert collection.count() == 1
-        titles = {h.title for h in memory.query("cats sun", top_k=5, record_access=False).hits}
+        titles = {
+            h.title
+            for h in memory.query(
+                "cats sun", memory.settings.search_request(top_k=5, record_access=False)
+            ).hits
+        }
         assert "cats" not in titles
         assert memory.index_health().healthy
     finally:

@@ -125,7 +125,9 @@ def _assert_consistent(system: MemorySystem, deleted_doc: str) -> None:
     report = system.index_health()
     errors = [f for f in report.findings if f.severity == "error"]
     assert not errors, [f.message for f in errors]
-    hits = system.query("lantern harbour", top_k=50, record_access=False).hits
+    hits = system.query(
+        "lantern harbour", system.settings.search_request(top_k=50, record_access=False)
+    ).hits
     assert deleted_doc not in {h.doc_id for h in hits}
 
 
@@ -208,7 +210,9 @@ def test_a_reused_inode_does_not_serve_a_stale_segment(
     version = system.reader.current()
     assert version is not None
     assert len(version.member_ids()) == len(system.store.all_ids()) == 3
-    hits = system.query("lantern harbour new0", top_k=1, record_access=False).hits
+    hits = system.query(
+        "lantern harbour new0", system.settings.search_request(top_k=1, record_access=False)
+    ).hits
     assert hits[0].doc_id == new_doc
 
 
@@ -235,7 +239,10 @@ def test_a_live_note_is_found_whenever_another_process_publishes(
         return writer.ingest_text(text, f"penguin-{n}").doc_id, text
 
     def found(doc_id: str, text: str) -> bool:
-        return doc_id in {h.doc_id for h in server.query(text, record_access=False).hits}
+        return doc_id in {
+            h.doc_id
+            for h in server.query(text, server.settings.search_request(record_access=False)).hits
+        }
 
     assert found(*note(0))  # the server has searched: its index and its space's ids loaded
     lost, nth = [], 0

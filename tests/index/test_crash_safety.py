@@ -52,7 +52,7 @@ def assert_findable(system: MemorySystem, sample: int | None = None) -> None:
         ids = random.Random(len(ids)).sample(ids, min(sample, len(ids)))
     contents = system.store.contents(ids)
     for cid, text in contents.items():
-        hits = system.query(text, top_k=3, record_access=False).hits
+        hits = system.query(text, system.settings.search_request(top_k=3, record_access=False)).hits
         assert cid in [h.chunk_id for h in hits], f"chunk {cid} not found by its own text"
 
 

@@ -78,8 +78,8 @@ def test_search_hits_through_hnsw_equal_flat(
     memories: tuple[MemorySystem, MemorySystem], query: str
 ) -> None:
     hnsw, flat = memories
-    got = hnsw.query(query, top_k=8, record_access=False)
-    want = flat.query(query, top_k=8, record_access=False)
+    got = hnsw.query(query, hnsw.settings.search_request(top_k=8, record_access=False))
+    want = flat.query(query, flat.settings.search_request(top_k=8, record_access=False))
     assert key(got.hits) == key(want.hits)
 
 

@@ -135,8 +135,8 @@ def test_search_hits_through_ivf_equal_flat(
     memories: tuple[MemorySystem, MemorySystem], query: str
 ) -> None:
     ivf, flat = memories
-    got = ivf.query(query, top_k=8, record_access=False)
-    want = flat.query(query, top_k=8, record_access=False)
+    got = ivf.query(query, ivf.settings.search_request(top_k=8, record_access=False))
+    want = flat.query(query, flat.settings.search_request(top_k=8, record_access=False))
     assert key(got.hits) == key(want.hits)
     assert [h.score for h in got.hits] == pytest.approx([h.score for h in want.hits], abs=1e-5)
     for g, w in zip(got.hits, want.hits, strict=True):
@@ -157,8 +157,8 @@ def test_fusion_completion_scores_ivf_chunks_from_the_store(
     [big] = [s for s in version.segments if isinstance(s.index, faiss.IndexIVF)]
     completed = 0
     for query in QUERIES:
-        got = ivf.query(query, top_k=TOP_N, record_access=False)
-        want = flat.query(query, top_k=TOP_N, record_access=False)
+        got = ivf.query(query, ivf.settings.search_request(top_k=TOP_N, record_access=False))
+        want = flat.query(query, flat.settings.search_request(top_k=TOP_N, record_access=False))
         assert key(got.hits) == key(want.hits)
         assert [h.score for h in got.hits] == pytest.approx([h.score for h in want.hits])
         held = big.holds(np.array([h.chunk_id for h in got.hits], dtype=np.int64))

@@ -93,16 +93,30 @@ def test_a_local_memory_moves_to_pgvector_with_one_rebuild(
         for k, text in enumerate(CORPUS_TEXTS):
             local.ingest_text(text, f"t{k}")
         local.update_index()
-        want = [[h.chunk_id for h in local.query(q, record_access=False).hits] for q in QUERIES]
+        want = [
+            [
+                h.chunk_id
+                for h in local.query(q, local.settings.search_request(record_access=False)).hits
+            ]
+            for q in QUERIES
+        ]
     finally:
         local.close()
     moved = _memory(tmp_path, pgvector_url)
     try:
         with pytest.raises(IndexUnavailableError, match="rebuild-index"):
-            moved.query("BM25", record_access=False)  # not silently empty
+            moved.query(
+                "BM25", moved.settings.search_request(record_access=False)
+            )  # not silently empty
         result = moved.rebuild_index()
         assert result.n_dense == len(CORPUS_TEXTS) and moved.index_health().healthy
-        got = [[h.chunk_id for h in moved.query(q, record_access=False).hits] for q in QUERIES]
+        got = [
+            [
+                h.chunk_id
+                for h in moved.query(q, moved.settings.search_request(record_access=False)).hits
+            ]
+            for q in QUERIES
+        ]
         assert got == want
     finally:
         moved.close()
@@ -113,17 +127,23 @@ def test_searches_go_on_during_a_rebuild(tmp_path: Path, pgvector_url: str) -> N
     try:
         for k, text in enumerate(CORPUS_TEXTS):
             memory.ingest_text(text, f"t{k}")
-        before = memory.query("BM25 keyword", record_access=False).hits
+        before = memory.query(
+            "BM25 keyword", memory.settings.search_request(record_access=False)
+        ).hits
         engine = sa.create_engine(pgvector_url)
         with engine.begin() as c:  # a rebuild in flight holds the writers' lock...
             c.execute(sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})"))
             c.execute(sa.text("CREATE TABLE pgv_vectors_v99 (chunk_id bigint)"))
             # ...and searches still answer from the live tables.
-            during = memory.query("BM25 keyword", record_access=False).hits
+            during = memory.query(
+                "BM25 keyword", memory.settings.search_request(record_access=False)
+            ).hits
             assert [h.chunk_id for h in during] == [h.chunk_id for h in before]
         engine.dispose()
         assert memory.rebuild_index().version == 2
-        after = memory.query("BM25 keyword", record_access=False).hits
+        after = memory.query(
+            "BM25 keyword", memory.settings.search_request(record_access=False)
+        ).hits
         assert [h.chunk_id for h in after] == [h.chunk_id for h in before]
     finally:
         memory.close()

@@ -73,7 +73,9 @@ def test_the_memory_migrates_and_searches_on_that_server(
     try:
         memory.ingest_text("PostgreSQL sixteen with vectors beside the chunks.", "pg16")
         memory.update_index()
-        hits = memory.query("vectors beside chunks", top_k=1, record_access=False).hits
+        hits = memory.query(
+            "vectors beside chunks", memory.settings.search_request(top_k=1, record_access=False)
+        ).hits
         assert [h.title for h in hits] == ["pg16"] and memory.store.backend == "postgresql"
     finally:
         memory.close()

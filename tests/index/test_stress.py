@@ -75,7 +75,7 @@ def test_writer_update_and_rebuild_loops_together(
     assert len(live) > 10 and deleted
     assert len(system.store.all_ids()) == len(live)
     for doc_id, text in live + summaries["writer"]["deleted"]:
-        hits = system.query(text, top_k=5, record_access=False).hits
+        hits = system.query(text, system.settings.search_request(top_k=5, record_access=False)).hits
         assert not deleted & {h.doc_id for h in hits}
         if doc_id not in deleted:
             assert hits and hits[0].doc_id == doc_id, text
@@ -152,7 +152,9 @@ def test_spaces_find_their_notes_while_versions_are_published(
         live = {doc_id for doc_id, _ in writer["live"]}
         assert len(system.store.get_chunks(system.store.all_ids())) == len(live)  # one chunk each
         for doc_id, text in writer["live"] + writer["deleted"]:
-            hits = system.query(text, top_k=5, record_access=False).hits
+            hits = system.query(
+                text, system.settings.search_request(top_k=5, record_access=False)
+            ).hits
             assert all(h.content.split()[2] == space for h in hits), text
             assert (doc_id in {h.doc_id for h in hits}) == (doc_id in live), text
         system.close()

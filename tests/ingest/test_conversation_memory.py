@@ -240,9 +240,13 @@ def test_an_ingested_session_keeps_turns_speakers_and_when_they_were_said(
     doc = memory.store.get_document(result.doc_id)
     assert doc is not None and doc.source_date == dt.date(2023, 6, 20)
     # The index holds the context: a neighbour's words find the turn.
-    [hit] = memory.query("refund Good", top_k=1, record_access=False).hits
+    [hit] = memory.query(
+        "refund Good", memory.settings.search_request(top_k=1, record_access=False)
+    ).hits
     assert hit.turns and hit.content in {"Good.", "The refund came two weeks ago."}
-    words = memory.query("oddly ferry", top_k=3, record_access=False)
+    words = memory.query(
+        "oddly ferry", memory.settings.search_request(top_k=3, record_access=False)
+    )
     assert all(h.turns for h in words.hits)
 
 

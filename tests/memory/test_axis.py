@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,10 +123,9 @@ def aged(system: MemorySystem) -> dict[str, str]:
     return docs
 
 
-def order(memory: MemorySystem, **kw: object) -> list[str]:
-    hits = memory.query(
-        "widget calibration torque", top_k=3, record_access=False, now=NOW, **kw
-    ).hits  # type: ignore[arg-type]
+def order(system: MemorySystem, **chosen: Any) -> list[str]:
+    request = system.settings.search_request(top_k=3, record_access=False, now=NOW, **chosen)
+    hits = system.query("widget calibration torque", request).hits
     return [h.doc_id for h in hits]
 
 
@@ -137,7 +137,8 @@ def test_fresh_news_outranks_old_news_and_old_principle_keeps_its_place(
     assert ranked.index(aged["principle_old"]) < ranked.index(aged["news_old"])
     assert ranked[-1] == aged["news_old"]
     hit = system.query(
-        "widget calibration torque", top_k=3, enable_memory_rerank=True, now=NOW
+        "widget calibration torque",
+        system.settings.search_request(top_k=3, enable_memory_rerank=True, now=NOW),
     ).hits
     old = next(h for h in hit if h.doc_id == aged["news_old"])
     assert old.stage_scores["decay"] == pytest.approx(0.5 ** (730 / 30), abs=1e-6)
@@ -146,18 +147,24 @@ def test_fresh_news_outranks_old_news_and_old_principle_keeps_its_place(
 def test_importance_threshold_in_query(system: MemorySystem, aged: dict[str, str]) -> None:
     chunk = system.get_document_chunks(aged["news_fresh"])[0]
     system.set_chunk_tags(aged["news_fresh"], chunk.chunk_index, importance=0.1)
-    ranked = order(system, enable_memory_rerank=True, memory_importance_threshold=0.5)
+    memory = system.settings.memory_params(importance_threshold=0.5)
+    ranked = order(system, enable_memory_rerank=True, memory=memory)
     assert aged["news_fresh"] not in ranked
     assert aged["news_fresh"] in order(system)  # without the memory axis nothing is cut
 
 
 def test_standalone_rerank_reorders_given_hits(system: MemorySystem, aged: dict[str, str]) -> None:
-    hits = system.query("widget calibration torque", top_k=3, record_access=False, now=NOW).hits
-    reranked = system.rerank(hits, time_weight=0.5, freq_weight=0.0, now=NOW)
+    hits = system.query(
+        "widget calibration torque",
+        system.settings.search_request(top_k=3, record_access=False, now=NOW),
+    ).hits
+    reranked = system.rerank(
+        hits, system.settings.memory_params(time_weight=0.5, freq_weight=0.0), now=NOW
+    )
     assert reranked[-1].doc_id == aged["news_old"]
     assert all("memory" in h.stage_scores for h in reranked)
     with pytest.raises(InvalidInputError):
-        system.rerank(hits, time_weight=2.0)
+        system.rerank(hits, system.settings.memory_params(time_weight=2.0))
 
 
 def test_guaranteed_principle_joins_the_pool_within_filters(tmp_path: Path) -> None:
@@ -182,13 +189,13 @@ def test_guaranteed_principle_joins_the_pool_within_filters(tmp_path: Path) -> N
     )
     memory.update_index()
 
-    plain = memory.query("budget meeting agenda", top_k=10, record_access=False)
+    plain = memory.query(
+        "budget meeting agenda", memory.settings.search_request(top_k=10, record_access=False)
+    )
     assert rule.doc_id not in [h.doc_id for h in plain.hits]  # missed by both retrievers at top_n=3
     res = memory.query(
         "budget meeting agenda",
-        top_k=10,
-        record_access=False,
-        enable_memory_rerank=True,
+        memory.settings.search_request(top_k=10, record_access=False, enable_memory_rerank=True),
         filters=SearchFilters(tags=("team",)),
     )
     docs = [h.doc_id for h in res.hits]

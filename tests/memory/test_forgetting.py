@@ -125,7 +125,9 @@ def results(system: MemorySystem) -> list[list[tuple[str, int, str]]]:
     return [
         [
             (h.doc_id, h.chunk_index, h.content)
-            for h in system.query(q, top_k=5, record_access=False).hits
+            for h in system.query(
+                q, system.settings.search_request(top_k=5, record_access=False)
+            ).hits
             if (h.stage_scores.get("sparse") or 0) > 0 or (h.stage_scores.get("dense") or 0) > 0
         ]
         for q in QUERIES
@@ -239,7 +241,7 @@ def test_archive_then_restore_gives_the_same_search_results(system: MemorySystem
     for old_id, new_id in back.new_ids.items():
         assert new_id > old_id  # ids are never reused
         text = system.store.contents([new_id])[new_id]
-        hits = system.query(text, top_k=3, record_access=False).hits
+        hits = system.query(text, system.settings.search_request(top_k=3, record_access=False)).hits
         assert new_id in [h.chunk_id for h in hits]
     with pytest.raises(NotFoundError, match="already restored"):
         restore(system, run_id=report.run_id)
@@ -341,7 +343,11 @@ def test_restore_by_chunk_id_and_by_document(system: MemorySystem) -> None:
     assert back.restored == 1 and back.documents_recreated == 1
     assert system.store.get_document(docs["merger"]) is not None
     assert (
-        system.query("airlines merger", top_k=1, record_access=False).hits[0].doc_id
+        system.query(
+            "airlines merger", system.settings.search_request(top_k=1, record_access=False)
+        )
+        .hits[0]
+        .doc_id
         == (docs["merger"])
     )
     assert len(archived_keys(system.store, archive_file(system))) == 1
@@ -422,7 +428,10 @@ def test_index_failure_leaves_the_database_the_truth(
     monkeypatch.setattr(system.writer, "update", busy)
     report = forget(system, max_fraction=0.5, dry_run=False)
     assert report.archived == 3 and "another writer" in (report.index_error or "")
-    hits = system.query("rocket launch postponed valve", top_k=5, record_access=False).hits
+    hits = system.query(
+        "rocket launch postponed valve",
+        system.settings.search_request(top_k=5, record_access=False),
+    ).hits
     assert docs["launch"] not in {h.doc_id for h in hits}  # deleted ids are never served
 
 
@@ -565,7 +574,9 @@ def test_an_access_inside_the_grace_extends_it(system: MemorySystem) -> None:
 
 def test_grace_does_not_shield_an_importance_cut(system: MemorySystem) -> None:
     system.ingest_text("Tabs or spaces: let the formatter decide.", "low", {"importance": 0.05})
-    report = system.run_forgetting_batch(importance_threshold=0.1)
+    report = system.run_forgetting_batch(
+        memory=system.settings.memory_params(importance_threshold=0.1)
+    )
     assert [c.reason for c in report.examples] == [CutReason.IMPORTANCE.value]
 
 

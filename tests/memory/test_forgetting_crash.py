@@ -133,7 +133,9 @@ def test_sigkill_during_forgetting_keeps_every_chunk_live_xor_archived(
         # serving never returns a chunk that is no longer live, even before the next update
         live_ids = set(live_positions(system).values())
         for record in list(archived_records(system.store, archive_file(system)))[:3]:
-            hits = system.query(record["content"], top_k=5, record_access=False).hits
+            hits = system.query(
+                record["content"], system.settings.search_request(top_k=5, record_access=False)
+            ).hits
             assert {h.chunk_id for h in hits} <= live_ids
         restore_everything(system)
         assert check_live_xor_archived(system, seen) == (total, 0)

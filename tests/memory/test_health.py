@@ -369,6 +369,8 @@ def test_an_index_built_with_older_token_rules_is_reported_and_rebuilt(
     result = system.update_index()
     assert result.kind == "rebuild" and result.n_sparse == len(system.store.all_ids())
     assert not findings(health(system), "tokenizer")
-    hits = system.query("卵は何色ですか", top_k=1, use_reranker=False)
+    hits = system.query(
+        "卵は何色ですか", system.settings.search_request(top_k=1, use_reranker=False)
+    )
     assert hits.hits[0].content.endswith("この魚は春に卵を産む。")
     assert hits.hits[0].stage_scores["sparse_rank"] == 1

@@ -40,7 +40,11 @@ def test_restore_with_archived_vectors_does_not_load_the_model(tmp_path: Path) -
     first.ingest_text("Keep the store as the single source of truth.", "truth", {"importance": 0.1})
     first.ingest_text("Publish index versions by one atomic rename.", "rename", {"importance": 0.9})
     first.update_index()
-    report = first.run_forgetting_batch(importance_threshold=0.5, dry_run=False, max_fraction=1.0)
+    report = first.run_forgetting_batch(
+        memory=first.settings.memory_params(importance_threshold=0.5),
+        dry_run=False,
+        max_fraction=1.0,
+    )
     assert report.archived == 1 and report.run_id
     first.close()
 

@@ -49,7 +49,12 @@ def test_stats_counts_coverage_access_and_index(system: MemorySystem) -> None:
     d = system.ingest_text("An untyped note without tags.", "d").doc_id
     system.update_index()
     for _ in range(3):  # searches that return the zebra chunk count as accesses
-        assert system.query("zebra stripes biting flies", top_k=1).hits[0].doc_id == c
+        assert (
+            system.query("zebra stripes biting flies", system.settings.search_request(top_k=1))
+            .hits[0]
+            .doc_id
+            == c
+        )
     system.store.record_access(chunk_ids(system, d))
     for _ in range(10):
         system.store.record_access(chunk_ids(system, b))

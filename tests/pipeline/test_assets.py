@@ -138,7 +138,10 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
 
     # The memory is searchable from the published index.
     memory: MemoryResource = resources(corpus)["memory"]
-    hits = memory.system().query("reciprocal rank fusion", top_k=1, record_access=False)
+    system = memory.system()
+    hits = system.query(
+        "reciprocal rank fusion", system.settings.search_request(top_k=1, record_access=False)
+    )
     assert hits.hits and "fusion" in hits.hits[0].content.lower()
     assert hits.stats.unindexed_searched == 0
 

@@ -72,6 +72,8 @@ def test_the_ingest_job_runs_on_postgres_instance_storage(
     memory = MemorySystem(settings, embedder=HashingEmbedder())
     try:
         assert memory.published() is not None and memory.counts()["chunks"] > 0
-        assert memory.query("memory", top_k=3, record_access=False).hits
+        assert memory.query(
+            "memory", memory.settings.search_request(top_k=3, record_access=False)
+        ).hits
     finally:
         memory.close()

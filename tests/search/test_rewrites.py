@@ -117,8 +117,18 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySys
     system.close()
 
 
-def search(system: MemorySystem, query: str = QUERY, **kwargs: Any) -> SearchResult:
-    return system.query(query, top_k=kwargs.pop("top_k", 3), record_access=False, now=NOW, **kwargs)
+def search(
+    system: MemorySystem,
+    query: str = QUERY,
+    *,
+    filters: SearchFilters | None = None,
+    rewrites: Sequence[str] = (),
+    **chosen: Any,
+) -> SearchResult:
+    request = system.settings.search_request(
+        **{"top_k": 3, "record_access": False, "now": NOW, **chosen}
+    )
+    return system.query(query, request, filters=filters, rewrites=rewrites)
 
 
 def titles(result: SearchResult) -> list[str | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from mcp.types import CallToolResult, TextContent, Tool
 
 from memory_pipeline.system import MemorySystem
 from serving.harness import structured
+from serving.schemas import ChunkIn, Hit
 from serving.server import build_server
 
 pytestmark = pytest.mark.anyio
@@ -166,6 +168,16 @@ async def test_hits_carry_title_and_source_and_omit_what_is_unset(client: Client
         assert len(repr(value).lstrip("-0.").replace(".", "")) <= 4, value
     ranked = structured(await client.call_tool("rerank", {"chunks": found["chunks"]}))
     assert ranked["chunks"][0]["title"] == "Fusion"
+
+
+def test_a_hit_sent_back_for_rerank_is_the_hit_it_was(system: MemorySystem) -> None:
+    """``ChunkIn.hit``: a hit as sent, read back as ``rerank`` takes it, is the same hit."""
+    system.ingest_text(NOTE, "Fusion", {"knowledge_type": "principle", "importance": 0.5})
+    [hit] = system.query("convex fusion", system.settings.search_request(top_k=1)).hits
+    sent = Hit.model_validate(hit, from_attributes=True).model_dump(exclude_defaults=True)
+    exact = {"score": hit.score, "stage_scores": hit.stage_scores}  # the wire rounds them
+    back = ChunkIn.model_validate({**sent, **exact}).hit()
+    assert back == replace(hit, turns=())
 
 
 async def test_embed_is_compact_and_exact_to_float32(client: Client, system: MemorySystem) -> None:

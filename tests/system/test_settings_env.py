@@ -262,3 +262,49 @@ def test_the_webhook_url_is_kept_out_of_the_repr() -> None:
 
     settings = PipelineSettings.from_env({"MEMORY_PIPELINE_ALERT_WEBHOOK": "https://h/s3cret"})
     assert "s3cret" not in repr(settings)
+
+
+CONFIGURED = {
+    "HYBRID_RAG_FUSION": "rrf",
+    "HYBRID_RAG_TOP_N": "80",
+    "HYBRID_RAG_TIME_WEIGHT": "0.3",
+    "HYBRID_RAG_FORGET_MAX_FRACTION": "0.4",
+}
+
+
+@pytest.mark.parametrize(
+    ("chosen", "want"),
+    [
+        ({}, {"top_k": 5, "top_n": 80, "fusion": "rrf", "record_access": True}),
+        ({"top_k": 9, "enable_mmr": True}, {"top_k": 9, "top_n": 80, "enable_mmr": True}),
+        ({"top_n": 10, "fusion": "convex"}, {"top_n": 10, "fusion": "convex"}),
+    ],
+)
+def test_a_search_request_is_the_settings_plus_what_the_caller_chose(
+    chosen: dict[str, object], want: dict[str, object]
+) -> None:
+    request = Settings.from_env(CONFIGURED).search_request(**chosen)
+    assert {name: getattr(request, name) for name in want} == want
+    assert request.memory.time_weight == 0.3  # the configured memory axis
+
+
+def test_memory_params_given_replace_the_configured_and_are_checked() -> None:
+    s = Settings.from_env(CONFIGURED)
+    weights = s.memory_params(freq_weight=0.0, importance_threshold=None)
+    assert (weights.time_weight, weights.freq_weight, weights.importance_threshold) == (
+        0.3,
+        0.0,
+        0.0,
+    )
+    assert s.search_request(memory=weights).memory == weights
+    with pytest.raises(InvalidInputError, match="time_weight"):
+        s.memory_params(time_weight=2.0)
+
+
+def test_forgetting_limits_given_replace_the_configured() -> None:
+    forgetting = Settings.from_env(CONFIGURED).forgetting
+    assert forgetting.limits(score_threshold=0.1) == {
+        "score_threshold": 0.1,
+        "max_fraction": 0.4,
+        "grace_days": forgetting.grace_days,
+    }

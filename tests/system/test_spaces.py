@@ -48,16 +48,28 @@ def pair(tmp_path: Path, db_url: str) -> Iterator[tuple[MemorySystem, MemorySyst
 
 
 def _ids(system: MemorySystem, title: str) -> str:
-    [hit] = [h for h in system.query(title, top_k=10, record_access=False).hits if h.title == title]
+    [hit] = [
+        h
+        for h in system.query(
+            title, system.settings.search_request(top_k=10, record_access=False)
+        ).hits
+        if h.title == title
+    ]
     return hit.doc_id
 
 
 def test_search_returns_only_the_bound_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
     a, b = pair
     for query in ("lanterns harbour", "Project B private budget", "survey spring"):
-        titles = {h.title for h in a.query(query, top_k=10, record_access=False).hits}
+        titles = {
+            h.title
+            for h in a.query(query, a.settings.search_request(top_k=10, record_access=False)).hits
+        }
         assert titles <= set(A_NOTES), query
-        assert {h.title for h in b.query(query, top_k=10, record_access=False).hits} <= set(B_NOTES)
+        assert {
+            h.title
+            for h in b.query(query, b.settings.search_request(top_k=10, record_access=False)).hits
+        } <= set(B_NOTES)
 
 
 def test_ids_of_another_space_behave_like_missing_ids(
@@ -83,7 +95,9 @@ def test_ids_of_another_space_behave_like_missing_ids(
     assert len(chunks) == 1 and chunks[0].importance is None
     assert a.find_by_tag("team-b") == [] and len(b.find_by_tag("team-b")) == 2
     # Filters that name B's ids find nothing either.
-    named = a.query("lanterns", top_k=10, filters=SearchFilters(doc_ids=[secret]))
+    named = a.query(
+        "lanterns", a.settings.search_request(top_k=10), filters=SearchFilters(doc_ids=[secret])
+    )
     assert named.hits == []
 
 
@@ -138,9 +152,14 @@ def test_a_space_may_read_another_but_not_change_it(tmp_path: Path, db_url: str)
     other = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
     try:
         doc = shared.ingest_text("Principle: publish the index atomically.", "principle").doc_id
-        hits = reader.query("publish index atomically", top_k=5, record_access=False).hits
+        hits = reader.query(
+            "publish index atomically", reader.settings.search_request(top_k=5, record_access=False)
+        ).hits
         assert [h.doc_id for h in hits] == [doc]
-        assert other.query("publish index atomically", top_k=5).hits == []
+        assert (
+            other.query("publish index atomically", other.settings.search_request(top_k=5)).hits
+            == []
+        )
         with pytest.raises(InvalidInputError, match="reads but does not write"):
             reader.delete_document(doc)
         with pytest.raises(InvalidInputError, match="reads but does not write"):
@@ -177,8 +196,18 @@ def test_filters_apply_before_the_cut_per_space(tmp_path: Path) -> None:
         shared.update_index()
         alone.update_index()
         for query in topics:
-            got = [h.content for h in shared.query(query, top_k=10, record_access=False).hits]
-            want = [h.content for h in alone.query(query, top_k=10, record_access=False).hits]
+            got = [
+                h.content
+                for h in shared.query(
+                    query, shared.settings.search_request(top_k=10, record_access=False)
+                ).hits
+            ]
+            want = [
+                h.content
+                for h in alone.query(
+                    query, alone.settings.search_request(top_k=10, record_access=False)
+                ).hits
+            ]
             assert len(got) == 10 and got == want, query
     finally:
         for system in (shared, alone, b):
@@ -213,7 +242,10 @@ def test_a_database_from_before_spaces_keeps_every_search_result(
         system.ingest_text(text, title, {"tags": ["t"]})
     system.update_index()
     queries = ["lanterns harbour", "Project B budget", "release ledger", "survey"]
-    before = {q: system.query(q, top_k=10, record_access=False).hits for q in queries}
+    before = {
+        q: system.query(q, system.settings.search_request(top_k=10, record_access=False)).hits
+        for q in queries
+    }
     system.close()
 
     cfg = store_engine._alembic_config()
@@ -228,7 +260,10 @@ def test_a_database_from_before_spaces_keeps_every_search_result(
 
     again = MemorySystem(settings, embedder=HashingEmbedder())
     try:
-        after = {q: again.query(q, top_k=10, record_access=False).hits for q in queries}
+        after = {
+            q: again.query(q, again.settings.search_request(top_k=10, record_access=False)).hits
+            for q in queries
+        }
         for q in queries:
             assert [(h.chunk_id, h.doc_id, h.score) for h in after[q]] == [
                 (h.chunk_id, h.doc_id, h.score) for h in before[q]
@@ -268,7 +303,9 @@ def test_forgetting_and_restoring_stay_in_their_space(
     restored = a.restore_archived(run_id=report.run_id)
     assert restored.restored == 2
     assert a.counts()["chunks"] == 2 and b.counts()["chunks"] == 2
-    assert {h.title for h in a.query("lanterns ledger", top_k=10).hits} <= set(A_NOTES)
+    assert {
+        h.title for h in a.query("lanterns ledger", a.settings.search_request(top_k=10)).hits
+    } <= set(A_NOTES)
 
 
 def test_reusing_a_vector_of_an_unreadable_space_reads_as_embedding(
@@ -441,7 +478,12 @@ def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
             # Level-based: nothing is left to ingest once each file is in its root's space.
             assert sync.plan_sync(memory.store, cfg, ledger).ingest == []
         assert memory.counts()["documents"] == 1 and shared.counts()["documents"] == 1
-        assert [h.title for h in shared.query("publish atomically", top_k=5).hits] == ["Principle"]
+        assert [
+            h.title
+            for h in shared.query(
+                "publish atomically", shared.settings.search_request(top_k=5)
+            ).hits
+        ] == ["Principle"]
         (tmp_path / "principles" / "p.md").unlink()
         with open_ledger(cfg.state_path) as ledger:
             plan = sync.plan_sync(memory.store, cfg, ledger)
@@ -508,10 +550,15 @@ def test_a_search_over_two_spaces_merges_their_partitions(tmp_path: Path) -> Non
         reader.update_index()
         version = reader.published()
         assert version is not None and version.sparse.num_docs == 2  # both partitions
-        titles = {h.title for h in reader.query("lighthouse", top_k=5).hits}
+        titles = {
+            h.title
+            for h in reader.query("lighthouse", reader.settings.search_request(top_k=5)).hits
+        }
         assert titles == {"shared-rota", "a-budget"}
         shared.ingest_text("shared lighthouse lamp schedule", "shared-lamp")  # not indexed yet
-        hits = reader.query("lighthouse lamp", top_k=5, record_access=False)
+        hits = reader.query(
+            "lighthouse lamp", reader.settings.search_request(top_k=5, record_access=False)
+        )
         assert hits.hits[0].title == "shared-lamp" and hits.stats.unindexed_searched == 1
     finally:
         shared.close()

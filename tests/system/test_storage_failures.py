@@ -406,6 +406,8 @@ def test_search_before_any_index_is_not_fooled_by_a_delete_meanwhile(
             return seen
 
         monkeypatch.setattr(store, name, then_delete, raising=False)
-    result = system.query("rank fusion", top_k=5, record_access=False)
+    result = system.query(
+        "rank fusion", system.settings.search_request(top_k=5, record_access=False)
+    )
     assert system.store.get_document(doomed) is None  # the delete did happen meanwhile
     assert {h.title for h in result.hits} == {"n1", "n2"}

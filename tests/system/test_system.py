@@ -13,7 +13,7 @@ from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError, ModelMismatchError, NotFoundError
 from memory_pipeline.index.backends.local.reader import IndexReader
-from memory_pipeline.search.pipeline import SearchParams
+from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 from tests.conftest import make_settings
@@ -38,8 +38,8 @@ def corpus(tmp_path: Path) -> list[Path]:
     return [write(tmp_path, name, text) for name, text in TOPICS.items()]
 
 
-def top_doc(system: MemorySystem, query: str, **kw) -> str:  # type: ignore[no-untyped-def]
-    hits = system.query(query, top_k=1, record_access=False, **kw).hits
+def top_doc(system: MemorySystem, query: str) -> str:
+    hits = system.query(query, system.settings.search_request(top_k=1, record_access=False)).hits
     return hits[0].content if hits else ""
 
 
@@ -50,7 +50,7 @@ def test_ingest_search_and_reingest_noop(system: MemorySystem, corpus: list[Path
     assert "文字バイグラム" in top_doc(system, "文字バイグラム")
     again = system.ingest(corpus[:1])
     assert again[0].status == "unchanged" and "nothing to do" in again[0].message
-    hit = system.query("half-life of news", top_k=1).hits[0]
+    hit = system.query("half-life of news", system.settings.search_request(top_k=1)).hits[0]
     assert hit.knowledge_type == "paper" and hit.tags == ["demo"]
     assert set(hit.stage_scores) >= {"dense", "sparse", "fused"}
 
@@ -63,23 +63,30 @@ def test_unindexed_chunks_are_searchable_and_deleted_never_returned(
     assert version is not None
     fresh = write(tmp_path, "fresh.md", "# Zebra\n\nZebra stripes confuse biting flies.")
     system.ingest([fresh], update_index=False)
-    result = system.query("zebra stripes flies", top_k=3)
+    result = system.query("zebra stripes flies", system.settings.search_request(top_k=3))
     assert "Zebra" in result.hits[0].content
     assert result.stats.unindexed_searched >= 1
     assert system.reader.current().manifest.version == version.manifest.version  # type: ignore[union-attr]
 
     doc_id = result.hits[0].doc_id
-    bm25_doc = system.query("Okapi BM25", top_k=1).hits[0].doc_id
+    bm25_doc = system.query("Okapi BM25", system.settings.search_request(top_k=1)).hits[0].doc_id
     system.delete_document(bm25_doc)  # deleted but still in the published index
-    res = system.query("Okapi BM25 term frequency", top_k=5, record_access=False)
+    res = system.query(
+        "Okapi BM25 term frequency", system.settings.search_request(top_k=5, record_access=False)
+    )
     assert all(h.doc_id != bm25_doc for h in res.hits)
     assert res.stats.orphan_index_entries >= 1
     system.delete_document(doc_id)
-    assert all(h.doc_id != doc_id for h in system.query("zebra", top_k=5).hits)
+    assert all(
+        h.doc_id != doc_id
+        for h in system.query("zebra", system.settings.search_request(top_k=5)).hits
+    )
 
     upd = system.update_index()
     assert upd.kind == "update" and upd.removed >= 1
-    res = system.query("Okapi BM25 term frequency", top_k=5, record_access=False)
+    res = system.query(
+        "Okapi BM25 term frequency", system.settings.search_request(top_k=5, record_access=False)
+    )
     assert res.stats.orphan_index_entries == 0
 
 
@@ -103,10 +110,14 @@ def test_update_is_incremental_and_rebuild_reuses_vectors(
     system.embedder.embed_documents = lambda texts, **kw: (
         calls.append(len(texts)) or original(texts, **kw)
     )  # type: ignore[method-assign]
-    before = system.query("inverse document frequency", top_k=3, record_access=False)
+    before = system.query(
+        "inverse document frequency", system.settings.search_request(top_k=3, record_access=False)
+    )
     rebuilt = system.rebuild_index()
     assert rebuilt.kind == "rebuild" and calls == []
-    after = system.query("inverse document frequency", top_k=3, record_access=False)
+    after = system.query(
+        "inverse document frequency", system.settings.search_request(top_k=3, record_access=False)
+    )
     assert [h.chunk_id for h in after.hits] == [h.chunk_id for h in before.hits]
     assert len(system.reader.current().segments) == 1  # type: ignore[union-attr]
     manifest = json.loads((system.reader.current().path / "manifest.json").read_text())  # type: ignore[union-attr]
@@ -125,10 +136,16 @@ def test_filters_apply_before_the_top_n_cut(tmp_path: Path) -> None:
     system.ingest(crowd, {"knowledge_type": "paper"})
     rare = write(tmp_path, "rare.md", "# Rare\n\nA note on memory with other words entirely.")
     system.ingest([rare], {"knowledge_type": "principle", "tags": ["rare"]})
-    unfiltered = system.query("memory retrieval ranking", top_k=5, record_access=False)
+    unfiltered = system.query(
+        "memory retrieval ranking", system.settings.search_request(top_k=5, record_access=False)
+    )
     assert all(h.knowledge_type == "paper" for h in unfiltered.hits)
     for flt in (SearchFilters(knowledge_types=("principle",)), SearchFilters(tags=("rare",))):
-        res = system.query("memory retrieval ranking", top_k=5, filters=flt, record_access=False)
+        res = system.query(
+            "memory retrieval ranking",
+            system.settings.search_request(top_k=5, record_access=False),
+            filters=flt,
+        )
         assert [h.knowledge_type for h in res.hits] == ["principle"]
     system.close()
 
@@ -137,11 +154,13 @@ def test_tags_change_without_touching_the_index(system: MemorySystem, corpus: li
     system.ingest(corpus)
     version_dir = system.reader.current().path  # type: ignore[union-attr]
     before = {p: p.stat().st_mtime_ns for p in version_dir.rglob("*") if p.is_file()}
-    hit = system.query("FAISS flat", top_k=1).hits[0]
+    hit = system.query("FAISS flat", system.settings.search_request(top_k=1)).hits[0]
     system.set_chunk_tags(
         hit.doc_id, hit.chunk_index, importance=0.9, knowledge_type="principle", tags=["core"]
     )
-    res = system.query("FAISS flat", top_k=1, filters=SearchFilters(tags=("core",)))
+    res = system.query(
+        "FAISS flat", system.settings.search_request(top_k=1), filters=SearchFilters(tags=("core",))
+    )
     assert res.hits[0].chunk_id == hit.chunk_id and res.hits[0].importance == 0.9
     assert res.hits[0].knowledge_type == "principle"
     assert [c.chunk_id if hasattr(c, "chunk_id") else c.id for c in system.find_by_tag("core")] == [
@@ -159,9 +178,11 @@ def test_access_counts_document_chunks_and_context(
     system: MemorySystem, corpus: list[Path]
 ) -> None:
     system.ingest(corpus)
-    res = system.query("BM25 ranks documents", top_k=2)
+    res = system.query("BM25 ranks documents", system.settings.search_request(top_k=2))
     first = res.hits[0]
-    again = system.query("BM25 ranks documents", top_k=2, record_access=False).hits[0]
+    again = system.query(
+        "BM25 ranks documents", system.settings.search_request(top_k=2, record_access=False)
+    ).hits[0]
     assert again.access_count == first.access_count + 1
     chunks = system.get_document_chunks(first.doc_id)
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
@@ -204,7 +225,7 @@ def test_search_arguments_are_checked(system: MemorySystem) -> None:
     with pytest.raises(InvalidInputError, match="query"):
         system.query("   ")
     with pytest.raises(InvalidInputError, match="top_k"):
-        system.query("x", top_k=0)
+        system.query("x", system.settings.search_request(top_k=0))
     assert system.query("nothing stored yet").hits == []
 
 
@@ -215,7 +236,7 @@ def test_both_fusions_find_the_documents(tmp_path: Path, corpus: list[Path], fus
     system.update_index()
     assert "Okapi BM25" in top_doc(system, "okapi term frequency")
     assert "文字バイグラム" in top_doc(system, "形態素解析")
-    hit = system.query("okapi term frequency", top_k=1).hits[0]
+    hit = system.query("okapi term frequency", system.settings.search_request(top_k=1)).hits[0]
     fused = hit.stage_scores["fused"]
     assert isinstance(fused, float)
     if fusion == "convex":
@@ -235,7 +256,7 @@ def test_convex_fusion_scores_every_candidate_with_both_retrievers(
     system.ingest(corpus, update_index=published)
     assert (system.reader.current() is not None) == published
     query = "faiss okapi ranks"  # dense prefers the FAISS note, BM25 the BM25 one
-    hits = system.query(query, top_k=5, record_access=False).hits
+    hits = system.query(query, system.settings.search_request(top_k=5, record_access=False)).hits
     ranks = [(h.stage_scores["dense_rank"], h.stage_scores["sparse_rank"]) for h in hits]
     assert len(hits) == 2 and (1, None) in ranks and (None, 1) in ranks
     qvec = system.embedder.embed_query(query)
@@ -256,7 +277,7 @@ def test_fusion_setting_is_checked() -> None:
     with pytest.raises(InvalidInputError, match="HYBRID_RAG_FUSION must be 'convex' or 'rrf'"):
         Settings.from_env({"HYBRID_RAG_FUSION": "borda"})
     with pytest.raises(InvalidInputError, match="fusion must be 'convex' or 'rrf', got 'borda'"):
-        SearchParams(fusion="borda").validate()
+        SearchRequest(fusion="borda").validate()
 
 
 def test_changed_file_replaces_its_document(system: MemorySystem, tmp_path: Path) -> None:
@@ -266,7 +287,10 @@ def test_changed_file_replaces_its_document(system: MemorySystem, tmp_path: Path
     second = system.ingest([path])[0]
     assert second.status == "replaced" and second.replaced_doc_id == first.doc_id
     assert "pears" in top_doc(system, "pears apples")
-    assert all("apples" not in h.content for h in system.query("apples", top_k=5).hits)
+    assert all(
+        "apples" not in h.content
+        for h in system.query("apples", system.settings.search_request(top_k=5)).hits
+    )
 
 
 def test_front_matter_metadata(system: MemorySystem, tmp_path: Path) -> None:
@@ -276,7 +300,7 @@ def test_front_matter_metadata(system: MemorySystem, tmp_path: Path) -> None:
         "---\ntitle: Rules\nknowledge_type: principle\nimportance: 0.8\ntags: [core]\ndate: 2024-05-01\n---\n# Rules\n\nAlways measure.",
     )
     system.ingest([path])
-    hit = system.query("always measure", top_k=1).hits[0]
+    hit = system.query("always measure", system.settings.search_request(top_k=1)).hits[0]
     assert (hit.knowledge_type, hit.importance, hit.tags) == ("principle", 0.8, ["core"])
     assert hit.source_date == dt.date(2024, 5, 1)
     bad = write(tmp_path, "bad.md", "---\nknowledge_type: blog\n---\n# x\n\ny")
@@ -290,7 +314,12 @@ def test_hits_carry_their_documents_title_and_source(system: MemorySystem, tmp_p
     )
     system.ingest([path])
     system.ingest_text("Rollbacks need a named owner.", "Rollback note")
-    by_text = {h.content: h for h in system.query("ship rollbacks owner tuesdays", top_k=5).hits}
+    by_text = {
+        h.content: h
+        for h in system.query(
+            "ship rollbacks owner tuesdays", system.settings.search_request(top_k=5)
+        ).hits
+    }
     file_hit = next(h for c, h in by_text.items() if "Tuesdays" in c)
     note_hit = next(h for c, h in by_text.items() if "Rollbacks" in c)
     assert (file_hit.title, file_hit.source) == ("Release rules", str(path.resolve()))
@@ -302,7 +331,7 @@ def test_front_matter_tags_merge_with_given_tags(system: MemorySystem, tmp_path:
         tmp_path, "tagged.md", "---\ntags: [core, design]\n---\n# T\n\nKeep the store the truth."
     )
     system.ingest([path], {"tags": ["imported", "core"], "importance": 0.4})
-    hit = system.query("store truth", top_k=1).hits[0]
+    hit = system.query("store truth", system.settings.search_request(top_k=1)).hits[0]
     assert sorted(hit.tags) == ["core", "design", "imported"]
     assert hit.importance == 0.4
 

@@ -6,6 +6,7 @@ import dagster as dg
 
 from memory_pipeline.evaluation import forgetting_cost
 from memory_pipeline.memory.forgetting import score_candidates
+from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 from memory_pipeline.pipeline.ingestion.assets import INDEX_POOL
 from memory_pipeline.pipeline.resources import MemoryResource
@@ -46,9 +47,7 @@ def forgetting_candidates(
     # Measured before anything is archived, so a person sees the cost before launching it.
     cost = _golden_cost(system, config, evaluation) if config.dry_run else {}
     report = system.run_forgetting_batch(
-        time_weight=config.time_weight,
-        freq_weight=config.freq_weight,
-        importance_threshold=config.importance_threshold,
+        memory=_memory(system, config),
         score_threshold=config.score_threshold,
         dry_run=config.dry_run,
         max_fraction=config.max_fraction,
@@ -86,6 +85,15 @@ def forgetting_candidates(
     )
 
 
+def _memory(system: MemorySystem, config: ForgettingConfig) -> MemoryParams:
+    """The memory axis as configured, with the weights this run sets."""
+    return system.settings.memory_params(
+        time_weight=config.time_weight,
+        freq_weight=config.freq_weight,
+        importance_threshold=config.importance_threshold,
+    )
+
+
 def _golden_cost(
     system: MemorySystem, config: ForgettingConfig, evaluation: EvaluationResource
 ) -> dict[str, dg.MetadataValue | float]:
@@ -93,9 +101,7 @@ def _golden_cost(
     golden = evaluation.golden()
     if golden is None:
         return {}
-    params = system.memory_params(
-        config.time_weight, config.freq_weight, config.importance_threshold
-    )
+    params = _memory(system, config)
     threshold = config.score_threshold
     if threshold is None:
         threshold = system.settings.forgetting.score_threshold
