@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from memory_pipeline import locations
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.errors import InvalidInputError, SettingError
 from memory_pipeline.index.backends.local.dense import (
@@ -57,8 +58,17 @@ from memory_pipeline.store.engine import sqlite_url
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "memory-pipeline" / "models"
+    return locations.cache_dir() / "models"
+
+
+def _no_placeholder(value: Any, info: ValidationInfo) -> Any:
+    """A path (or URL) holding an unexpanded ``${…}`` is refused before anything is made."""
+    if value is not None and locations.unexpanded(value):
+        name = str(info.field_name)
+        secret = name == "database_url"  # may hold a password
+        shown = "" if secret else f" is {str(value)!r},"
+        raise _Refused(name, f"{name}{shown} {locations.PLACEHOLDER_HELP}")
+    return value
 
 
 _SEARCH = SearchParams()
@@ -82,6 +92,7 @@ class _Section(BaseModel):
 class EmbeddingSettings(_Section):
     model: str = _var("EMBEDDING_MODEL", DEFAULT_MODEL)
     model_cache: Path = _var("MODEL_CACHE", default_factory=default_cache_dir)
+    _model_cache = field_validator("model_cache", mode="before")(_no_placeholder)
     reranker: str | None = _var("RERANKER_MODEL")
     embed_batch_size: Annotated[int, annotated_types.Ge(1)] = _var(
         "EMBED_BATCH_SIZE", DEFAULT_BATCH_SIZE
@@ -153,6 +164,7 @@ class IndexSettings(_Section):
     # chroma: a server's URL (http://host:port); without one, an embedded store in chroma_path.
     chroma_url: str | None = _var("CHROMA_URL")
     chroma_path: Path | None = _var("CHROMA_PATH")
+    _paths = field_validator("qdrant_path", "chroma_path", mode="before")(_no_placeholder)
     # Collection names on a shared Qdrant or Chroma server (one memory each).
     collection: str = _var("INDEX_COLLECTION", "memory_pipeline")
     # flat (every search exact), ivf or hnsw: the approximate index of a segment with at
@@ -255,6 +267,7 @@ class ServingSettings(_Section):
 
     # os.pathsep-separated folders ingest may read (None: the server's working directory)
     allowed_roots: str | None = _var("ALLOWED_ROOTS")
+    _roots = field_validator("allowed_roots", mode="before")(_no_placeholder)
     allow_hard_links: bool = _var("ALLOW_HARD_LINKS", False)
     http_token: str | None = _var("HTTP_TOKEN", repr=False)
 
@@ -266,10 +279,16 @@ class Settings(BaseSettings):
         frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
     )
 
-    db_path: Path = _var("DB_PATH", Path("hybrid_rag.db"))
+    # One memory per user: its data folder unless set (memory_pipeline/locations.py).
+    db_path: Path = _var("DB_PATH", default_factory=lambda: locations.Layout.default().db)
     database_url: str | None = _var("DATABASE_URL", repr=False)  # may hold a password
-    index_path: Path = _var("INDEX_PATH", Path("indices"))
-    archive_path: Path = _var("ARCHIVE_PATH", Path("archive"))
+    index_path: Path = _var("INDEX_PATH", default_factory=lambda: locations.Layout.default().index)
+    archive_path: Path = _var(
+        "ARCHIVE_PATH", default_factory=lambda: locations.Layout.default().archive
+    )
+    _paths = field_validator(
+        "db_path", "database_url", "index_path", "archive_path", mode="before"
+    )(_no_placeholder)
     # The memory space this process writes to, and the others it may also read
     # (memory_pipeline/spaces.py); bound at the entry point, never widened by a caller.
     space: str = _var("SPACE", DEFAULT_SPACE)
@@ -344,6 +363,22 @@ class Settings(BaseSettings):
         """The binding these settings give a memory: write ``space``, read it and
         ``read_spaces``."""
         return Spaces.bound(self.space, self.read_spaces)
+
+    def settled(self, cwd: Path | None = None) -> tuple[Settings, str | None]:
+        """These settings with the memory's place settled (``locations.settle``: the
+        default folder, made, or a memory the old defaults left in ``cwd``), and the
+        notice an entry point prints on stderr (None: nothing to say)."""
+        if self.database_url:
+            return self, None
+        configured = locations.Layout(self.db_path, self.index_path, self.archive_path)
+        settled = locations.settle(configured, Path.cwd() if cwd is None else cwd)
+        if settled.layout == configured:
+            return self, settled.notice
+        layout = settled.layout
+        moved = self.replace(
+            db_path=layout.db, index_path=layout.index, archive_path=layout.archive
+        )
+        return moved, settled.notice
 
     @property
     def url(self) -> str:

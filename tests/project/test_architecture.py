@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     # 2: models, the memory axis, search
     "embedding": 2, "memory": 2, "search": 2,
     # 3: configuration, sources, the front door
-    "config": 3, "sources": 3, "system": 3,
+    "config": 3, "locations": 3, "sources": 3, "system": 3,
     # 4: adapters and the evaluation harness
     "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3,
 }  # fmt: skip
