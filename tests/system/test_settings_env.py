@@ -406,3 +406,22 @@ def test_a_configured_store_ignores_an_old_memory_in_the_folder(
     _old_memory(tmp_path, "indices")
     configured = Settings.from_env(env)
     assert configured.settled(tmp_path) == (configured, None)
+
+
+@pytest.mark.parametrize(("xdg", "under_home"), [("/abs/cache", False), ("rel/cache", True)])
+def test_the_model_cache_follows_an_absolute_xdg_cache_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, xdg: str, under_home: bool
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    base = tmp_path / ".cache" if under_home else Path(xdg)
+    assert Settings().embedding.model_cache == base / "memory-pipeline" / "models"
+
+
+def test_a_default_folder_that_cannot_be_made_is_refused_with_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file"))
+    with pytest.raises(InvalidInputError, match="HYBRID_RAG_DB_PATH"):
+        Settings().settled(tmp_path)
