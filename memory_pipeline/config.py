@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from memory_pipeline import locations
 from memory_pipeline.embedding.settings import EmbeddingSettings as EmbeddingSettings
 from memory_pipeline.embedding.settings import default_cache_dir as default_cache_dir
 from memory_pipeline.errors import InvalidInputError, SettingError
@@ -44,6 +45,7 @@ from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchRequest
 from memory_pipeline.sections import Refused, Section
+from memory_pipeline.sections import no_placeholder as _no_placeholder
 from memory_pipeline.sections import var as _var
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
 from memory_pipeline.store.engine import sqlite_url
@@ -153,6 +155,7 @@ class ServingSettings(Section):
 
     # os.pathsep-separated folders ingest may read (None: the server's working directory)
     allowed_roots: str | None = _var("ALLOWED_ROOTS")
+    _roots = field_validator("allowed_roots", mode="before")(_no_placeholder)
     allow_hard_links: bool = _var("ALLOW_HARD_LINKS", False)
     http_token: str | None = _var("HTTP_TOKEN", repr=False)
 
@@ -164,10 +167,16 @@ class Settings(BaseSettings):
         frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
     )
 
-    db_path: Path = _var("DB_PATH", Path("hybrid_rag.db"))
+    # One memory per user: its data folder unless set (memory_pipeline/locations.py).
+    db_path: Path = _var("DB_PATH", default_factory=lambda: locations.Layout.default().db)
     database_url: str | None = _var("DATABASE_URL", repr=False)  # may hold a password
-    index_path: Path = _var("INDEX_PATH", Path("indices"))
-    archive_path: Path = _var("ARCHIVE_PATH", Path("archive"))
+    index_path: Path = _var("INDEX_PATH", default_factory=lambda: locations.Layout.default().index)
+    archive_path: Path = _var(
+        "ARCHIVE_PATH", default_factory=lambda: locations.Layout.default().archive
+    )
+    _paths = field_validator(
+        "db_path", "database_url", "index_path", "archive_path", mode="before"
+    )(_no_placeholder)
     # The memory space this process writes to, and the others it may also read
     # (memory_pipeline/spaces.py); bound at the entry point, never widened by a caller.
     space: str = _var("SPACE", DEFAULT_SPACE)
@@ -242,6 +251,22 @@ class Settings(BaseSettings):
         """The binding these settings give a memory: write ``space``, read it and
         ``read_spaces``."""
         return Spaces.bound(self.space, self.read_spaces)
+
+    def settled(self, cwd: Path | None = None) -> tuple[Settings, str | None]:
+        """These settings with the memory's place settled (``locations.settle``: the
+        default folder, made, or a memory the old defaults left in ``cwd``), and the
+        notice an entry point prints on stderr (None: nothing to say)."""
+        if self.database_url:
+            return self, None
+        configured = locations.Layout(self.db_path, self.index_path, self.archive_path)
+        settled = locations.settle(configured, Path.cwd() if cwd is None else cwd)
+        if settled.layout == configured:
+            return self, settled.notice
+        layout = settled.layout
+        moved = self.replace(
+            db_path=layout.db, index_path=layout.index, archive_path=layout.archive
+        )
+        return moved, settled.notice
 
     @property
     def url(self) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
+
+from memory_pipeline import locations
 
 
 def var(name: str, default: Any = None, **kw: Any) -> Any:
@@ -41,3 +43,14 @@ def one_of(field: str, value: Any, names: tuple[str, ...]) -> str:
     if name not in names:
         raise Refused(field, f"must be one of {', '.join(names)}, got {value!r}")
     return name
+
+
+def no_placeholder(value: Any, info: ValidationInfo) -> Any:
+    """A path (or URL) holding an unexpanded ``${…}`` is refused before anything is made
+    (a ``mode="before"`` field validator of the sections that hold paths)."""
+    if value is not None and locations.unexpanded(value):
+        name = str(info.field_name)
+        secret = name == "database_url"  # may hold a password
+        shown = "" if secret else f" is {str(value)!r},"
+        raise Refused(name, f"{name}{shown} {locations.PLACEHOLDER_HELP}")
+    return value

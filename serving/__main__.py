@@ -132,10 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "space": ("--space", args.space or None),
             "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
-        settings = Settings.from_env().with_flags(flags)
+        settings, notice = Settings.from_env().with_flags(flags).settled()
     except MemoryPipelineError as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
+    if notice:
+        print(notice, file=sys.stderr)
     token = (settings.serving.http_token or "").strip() or None
     refusal = http_refusal(args, token)
     if refusal:

@@ -110,6 +110,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
+@pytest.fixture(autouse=True)
+def _user_data_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The default memory folder (memory_pipeline/locations.py) of every test, and of the
+    processes it starts, is a temporary one: no test writes into the user's memory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg-data"))
+
+
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     base = Settings(
         db_path=tmp_path / "memory.db",

@@ -55,7 +55,10 @@ def _settings(args: argparse.Namespace) -> Settings:
         "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
     }
     # Only what the caller set on the command line; the rest is the environment's.
-    return Settings.from_env().with_flags(flags)
+    settings, notice = Settings.from_env().with_flags(flags).settled()
+    if notice:
+        print(notice, file=sys.stderr)
+    return settings
 
 
 def _opening(args: argparse.Namespace) -> str:

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import annotated_types
 from pydantic import field_validator
 
+from memory_pipeline import locations
 from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.runtimes import AUTO, RUNTIMES
-from memory_pipeline.sections import Section, one_of, var
+from memory_pipeline.sections import Section, no_placeholder, one_of, var
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "memory-pipeline" / "models"
+    return locations.cache_dir() / "models"
 
 
 class EmbeddingSettings(Section):
     model: str = var("EMBEDDING_MODEL", DEFAULT_MODEL)
     model_cache: Path = var("MODEL_CACHE", default_factory=default_cache_dir)
+    _model_cache = field_validator("model_cache", mode="before")(no_placeholder)
     reranker: str | None = var("RERANKER_MODEL")
     embed_batch_size: Annotated[int, annotated_types.Ge(1)] = var(
         "EMBED_BATCH_SIZE", DEFAULT_BATCH_SIZE

@@ -15,7 +15,7 @@ from memory_pipeline.index.backends.local.dense import (
     DENSE_INDEXES,
 )
 from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
-from memory_pipeline.sections import Section, one_of, var
+from memory_pipeline.sections import Section, no_placeholder, one_of, var
 
 
 class IndexSettings(Section):
@@ -39,6 +39,7 @@ class IndexSettings(Section):
     # chroma: a server's URL (http://host:port); without one, an embedded store in chroma_path.
     chroma_url: str | None = var("CHROMA_URL")
     chroma_path: Path | None = var("CHROMA_PATH")
+    _paths = field_validator("qdrant_path", "chroma_path", mode="before")(no_placeholder)
     # Collection names on a shared Qdrant or Chroma server (one memory each).
     collection: str = var("INDEX_COLLECTION", "memory_pipeline")
     # flat (every search exact), ivf or hnsw: the approximate index of a segment with at

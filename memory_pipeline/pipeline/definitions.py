@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import dagster as dg
@@ -24,10 +25,14 @@ from memory_pipeline.pipeline.maintenance import schedules as maintenance_schedu
 from memory_pipeline.pipeline.maintenance import sensors as maintenance_sensors
 from memory_pipeline.pipeline.resources import KEY_VAR, URL_VAR, MemoryResource, SourcesResource
 
+log = logging.getLogger(__name__)
+
 
 def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
     """Everything, configured from ``env`` (HYBRID_RAG_* for the memory, MEMORY_PIPELINE_* here)."""
-    settings = Settings.from_env(env)
+    settings, notice = Settings.from_env(env).settled()
+    if notice:
+        log.warning(notice)
     pipeline = PipelineSettings.from_env(env)
     return dg.Definitions(
         assets=[*ingestion_assets.ASSETS, *maintenance_assets.ASSETS, *evaluation_assets.ASSETS],

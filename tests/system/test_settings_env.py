@@ -7,6 +7,7 @@ variable's name, not later inside a chunker, a search or a Dagster run.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -308,3 +309,165 @@ def test_forgetting_limits_given_replace_the_configured() -> None:
         "max_fraction": 0.4,
         "grace_days": forgetting.grace_days,
     }
+
+
+# --- Where the memory lives when no setting says (memory_pipeline/locations.py) ---
+
+PLACEHOLDER_VARS = [
+    "HYBRID_RAG_DB_PATH",
+    "HYBRID_RAG_INDEX_PATH",
+    "HYBRID_RAG_ARCHIVE_PATH",
+    "HYBRID_RAG_DATABASE_URL",
+    "HYBRID_RAG_MODEL_CACHE",
+    "HYBRID_RAG_QDRANT_PATH",
+    "HYBRID_RAG_CHROMA_PATH",
+    "HYBRID_RAG_ALLOWED_ROOTS",
+]
+
+
+@pytest.mark.parametrize("name", PLACEHOLDER_VARS)
+def test_an_unexpanded_placeholder_in_a_path_is_refused(name: str) -> None:
+    """What an MCP client other than Claude Code passes from .mcp.json: the text as written."""
+    raw = "${" + name + ":-data/memory.db}"
+    with pytest.raises(InvalidInputError) as info:
+        Settings.from_env({name: raw})
+    message = str(info.value)
+    assert message.startswith(f"{name}: ")
+    assert "Claude Code expands ${VAR:-default}" in message
+    assert "MCP Inspector, Codex" in message and "absolute path" in message
+
+
+def test_a_placeholder_given_by_a_flag_is_named_by_the_flag() -> None:
+    flags = {"db_path": ("--db", Path("${HOME}/memory.db"))}
+    with pytest.raises(InvalidInputError, match=r"^--db: .*absolute path"):
+        Settings().with_flags(flags)
+
+
+def test_the_default_memory_is_in_xdg_data_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    folder = tmp_path / "data" / "memory-pipeline"
+    settings = Settings()
+    assert (settings.db_path, settings.index_path, settings.archive_path) == (
+        folder / "memory.db",
+        folder / "indices",
+        folder / "archive",
+    )
+
+
+@pytest.mark.parametrize("xdg", [None, "", "relative/data"])
+def test_without_an_absolute_xdg_data_home_the_memory_is_in_local_share(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, xdg: str | None
+) -> None:
+    """The XDG spec: a relative XDG_DATA_HOME is invalid and ignored."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if xdg is None:
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+    assert Settings().db_path == tmp_path / ".local" / "share" / "memory-pipeline" / "memory.db"
+
+
+def test_variables_still_win_over_the_default_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    env = {
+        "HYBRID_RAG_DB_PATH": str(tmp_path / "m.db"),
+        "HYBRID_RAG_INDEX_PATH": str(tmp_path / "i"),
+        "HYBRID_RAG_ARCHIVE_PATH": str(tmp_path / "a"),
+    }
+    settings, notice = Settings.from_env(env).settled(tmp_path)
+    assert (settings.db_path, settings.index_path, settings.archive_path) == (
+        tmp_path / "m.db",
+        tmp_path / "i",
+        tmp_path / "a",
+    )
+    assert notice is None and not (tmp_path / "data").exists()
+
+
+def test_the_default_folder_is_made_when_it_is_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    settings, notice = Settings().settled(tmp_path / "elsewhere")
+    assert notice is None and settings == Settings()
+    assert (tmp_path / "data" / "memory-pipeline").is_dir()
+
+
+def _old_memory(folder: Path, *parts: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hybrid_rag.db").write_bytes(b"")
+    for part in parts:
+        (folder / part).mkdir()
+
+
+def test_a_memory_under_the_old_defaults_is_used_and_the_move_is_shown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    project = tmp_path / "project"
+    _old_memory(project, "indices", "archive")
+    settings, notice = Settings().settled(project)
+    assert (settings.db_path, settings.index_path, settings.archive_path) == (
+        project / "hybrid_rag.db",
+        project / "indices",
+        project / "archive",
+    )
+    new = tmp_path / "data" / "memory-pipeline"
+    assert notice is not None and "\n" not in notice
+    assert str(project / "hybrid_rag.db") in notice and str(new) in notice
+    assert f"mv {project / 'hybrid_rag.db'} {new / 'memory.db'}" in notice
+    assert f"mv {project / 'indices'} {new / 'indices'}" in notice
+    assert f"mv {project / 'archive'} {new / 'archive'}" in notice
+    assert not new.exists()  # nothing moved, nothing made
+    # The settings carried to a Dagster run name the old memory too.
+    assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_an_old_memory_beside_a_new_one_is_used_without_a_move_that_would_overwrite(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    project = tmp_path / "project"
+    _old_memory(project, "indices")
+    new = tmp_path / "data" / "memory-pipeline"
+    new.mkdir(parents=True)
+    (new / "memory.db").write_bytes(b"")
+    settings, notice = Settings().settled(project)
+    assert settings.db_path == project / "hybrid_rag.db"
+    assert notice is not None and "\n" not in notice and "mv " not in notice
+    assert str(new / "memory.db") in notice and "HYBRID_RAG_DB_PATH" in notice
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"HYBRID_RAG_DB_PATH": "chosen.db"}, {"HYBRID_RAG_DATABASE_URL": "postgresql:///memory"}],
+)
+def test_a_configured_store_ignores_an_old_memory_in_the_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str]
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    _old_memory(tmp_path, "indices")
+    configured = Settings.from_env(env)
+    assert configured.settled(tmp_path) == (configured, None)
+
+
+@pytest.mark.parametrize(("xdg", "under_home"), [("/abs/cache", False), ("rel/cache", True)])
+def test_the_model_cache_follows_an_absolute_xdg_cache_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, xdg: str, under_home: bool
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    base = tmp_path / ".cache" if under_home else Path(xdg)
+    assert Settings().embedding.model_cache == base / "memory-pipeline" / "models"
+
+
+def test_a_default_folder_that_cannot_be_made_is_refused_with_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file"))
+    with pytest.raises(InvalidInputError, match="HYBRID_RAG_DB_PATH"):
+        Settings().settled(tmp_path)
