@@ -1,4 +1,4 @@
-"""``python -m serving``: the composition root of the MCP server.
+"""``python -m serving`` (also ``memory-pipeline serve``): the MCP server's composition root.
 
 Reads the environment and flags, builds the ``MemorySystem`` and the server,
 and serves over stdio (the default) or streamable HTTP. Everything it logs
@@ -26,16 +26,18 @@ from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
 log = logging.getLogger("serving")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m serving",
-        description="MCP server over the long-term memory (stdio unless --http).",
-        epilog=f"Storage: HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / HYBRID_RAG_DATABASE_URL. "
-        f"Files ingest may read: {ROOTS_ENV_VAR} ({os.pathsep}-separated; default: the "
-        "working directory); files with several hard links only with "
-        f"{HARD_LINKS_ENV_VAR}=1. HTTP clients must send 'Authorization: Bearer <token>' "
-        f"when {TOKEN_ENV_VAR} is set.",
-    )
+DESCRIPTION = "MCP server over the long-term memory (stdio unless --http)."
+EPILOG = (
+    "Storage: HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / HYBRID_RAG_DATABASE_URL. "
+    f"Files ingest may read: {ROOTS_ENV_VAR} ({os.pathsep}-separated; default: the "
+    "working directory); files with several hard links only with "
+    f"{HARD_LINKS_ENV_VAR}=1. HTTP clients must send 'Authorization: Bearer <token>' "
+    f"when {TOKEN_ENV_VAR} is set."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The server's options, on ``python -m serving``'s parser and ``memory-pipeline serve``'s."""
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument(
         "--host",
@@ -63,9 +65,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"when to load models and index (default {DEFAULT_POLICY.value}; {LOAD_ENV_VAR})",
     )
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    args = p.parse_args(argv)
+
+
+def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What argparse leaves unchecked: a default taken from the environment."""
     if args.model_load not in {p.value for p in LoadPolicy}:  # argparse checks flags, not env
         p.error(f"{LOAD_ENV_VAR}={args.model_load!r}; use lazy, eager or background")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m serving", description=DESCRIPTION, epilog=EPILOG)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    check_arguments(p, args)
     return args
 
 
@@ -125,7 +137,14 @@ def end_now(code: int) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    return serve(parse_args(argv))
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve until the client leaves (stdio) or a signal stops it (HTTP); the exit code.
+
+    ``args`` as :func:`add_arguments` defines them, checked by :func:`check_arguments`.
+    """
     try:
         flags = {
             "model": ("--model", args.model or None),

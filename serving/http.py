@@ -16,14 +16,13 @@ import hmac
 import ipaddress
 import json
 import signal
-from typing import Any
-
-import anyio
-import uvicorn
-from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from typing import TYPE_CHECKING, Any
 
 from memory_pipeline.config import variable
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_ENV_VAR = variable("http_token")
 
@@ -79,6 +78,11 @@ def serve_http(
     server: MCPServer, *, host: str, port: int, token: str | None, log_level: str
 ) -> None:
     """Serve ``server`` over streamable HTTP on host:port until SIGINT or SIGTERM."""
+    # Imported here: the entry point's arguments (also ``memory-pipeline serve``'s) import
+    # this module, and the command line should not load the HTTP stack to build its parser.
+    import anyio
+    import uvicorn
+
     app: Any = server.streamable_http_app(host=host)
     if token:
         app = BearerToken(app, token)

@@ -6,13 +6,16 @@
 The argument names a function that returns the parser. With ``:calls-parse-args:``
 it names a function that builds a parser and parses at once (``serving.__main__``'s
 ``parse_args``); the parser is then taken at its ``parse_args`` call, before it parses.
-Options that every leaf command takes are listed once, before the commands.
+Options that the most leaf commands take alike (argparse's ``parents``: the same flags and
+help) are listed once, before the commands; a command without them (``serve``, whose
+options are the server's own) lists all of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from unittest import mock
@@ -88,12 +91,21 @@ def key(action: argparse.Action) -> tuple[str, ...]:
     return tuple(action.option_strings) or (action.dest,)
 
 
+def _options(parser: argparse.ArgumentParser) -> set[tuple[tuple[str, ...], str | None]]:
+    return {(key(a), a.help) for a in arguments(parser) if a.option_strings}
+
+
 def shared_options(parser: argparse.ArgumentParser) -> set[tuple[str, ...]]:
-    """Options every leaf command takes (argparse's ``parents``), to list once."""
-    sets = [{key(a) for a in arguments(p) if a.option_strings} for p in leaves(parser)]
-    if len(sets) < 2:
+    """Options the most leaf commands take alike (argparse's ``parents``), to list once."""
+    counts = Counter(o for p in leaves(parser) for o in _options(p))
+    most = max(counts.values(), default=0)
+    if most < 2:
         return set()
-    return set.intersection(*sets)
+    return {k for (k, _), n in counts.items() if n == most}
+
+
+def takes_shared(leaf: argparse.ArgumentParser, shared: set[tuple[str, ...]]) -> bool:
+    return bool(shared) and shared <= {key(a) for a in arguments(leaf)}
 
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -145,10 +157,11 @@ def command_sections(
         sec = section(" ".join(full), "cmd-" + "-".join(full), literal_title=True)
         sec += paragraphs(sub.description or helptext)
         sec += literal(usage(sub), "text")
-        own = [a for a in arguments(sub) if key(a) not in shared]
+        common = takes_shared(sub, shared)
+        own = [a for a in arguments(sub) if not (common and key(a) in shared)]
         if own:
             sec += argument_table(sub, own)
-        if shared and not list(subcommands(sub)):
+        if common and not list(subcommands(sub)):
             sec += nodes.paragraph("", "It takes the common options too.")
         sec += paragraphs(sub.epilog)
         sec += list(command_sections(sub, shared, full))
@@ -168,7 +181,7 @@ class CliReference(SphinxDirective):
             out.append(argument_table(parser, top))
         out += paragraphs(parser.epilog)
         if shared:
-            leaf = next(leaves(parser))
+            leaf = next(p for p in leaves(parser) if takes_shared(p, shared))
             common = [a for a in arguments(leaf) if key(a) in shared]
             sec = section("Common options", f"{parser.prog}-common-options")
             sec += nodes.paragraph("", "Every command below takes these options.")

@@ -220,6 +220,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Run the MCP server, as ``python -m serving`` with the same arguments would."""
+    # Deferred: the library never imports the server at module level; the command line
+    # only hands over to its entry point (docs/architecture.md).
+    from serving.__main__ import check_arguments, serve
+
+    check_arguments(parser, args)
+    return serve(args)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``serve``: the server's own arguments, defined once in ``serving.__main__``."""
+    from serving.__main__ import DESCRIPTION, EPILOG, add_arguments
+
+    p = sub.add_parser(
+        "serve",
+        help="run the MCP server (stdio unless --http), as python -m serving does",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    add_arguments(p)
+    p.set_defaults(func=None)  # not an ordinary command: _run hands the process over
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memory-pipeline",
@@ -336,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)
+    _add_serve(sub)
     return parser
 
 
@@ -359,6 +384,8 @@ def _run(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "serve":  # the server's own logging, and stdout carries the protocol
+        return cmd_serve(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,

@@ -14,6 +14,9 @@ settings (``index/settings.py``, ``embedding/settings.py``, ``ingest/settings.py
 the whole ``Settings``. The index backends (``index/backends/<name>``) are peers: none
 imports another's modules, and the code they share imports none of them (table below).
 Relative imports are resolved to the module they name.
+One exception, narrow: the CLI's ``serve`` command hands the process over to the server's
+entry point, so a module of ``memory_pipeline/cli/`` may import ``serving.__main__`` inside a
+function (deferred, never at module level) and nothing else of ``serving``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ OPENERS = {("index", "backends", "__init__"), ("index", "settings")}
 BORROWED = {("chroma", "local")}
 ADAPTER_ONLY = {"argparse", "dagster"}
 NEVER = {"serving", "mcp"}
+#: What the CLI may import of the server, and only inside a function (``memory-pipeline serve``).
+CLI_HANDS_OVER_TO = "serving.__main__"
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -73,33 +78,40 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.Module, package: list[str], *, annotations: bool = False) -> list[str]:
+def _imports(
+    tree: ast.Module, package: list[str], *, annotations: bool = False
+) -> list[tuple[str, bool]]:
     """Dotted names imported at run time (``annotations``: those under ``if TYPE_CHECKING:``
-    instead); ``from a import b`` counts as ``a.b``.
+    instead), each with whether the import is deferred (inside a function); ``from a
+    import b`` counts as ``a.b``.
 
     ``package`` is the importing module's package, to resolve relative imports.
     """
     typing_only: set[int] = set()
+    deferred: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             typing_only.update(id(n) for child in node.body for n in ast.walk(child))
-    names: list[str] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            deferred.update(id(n) for child in node.body for n in ast.walk(child))
+    names: list[tuple[str, bool]] = []
     for node in ast.walk(tree):
         if (id(node) in typing_only) != annotations:
             continue
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
-            names.extend(f"{module}.{alias.name}" for alias in node.names)
+            names.extend((f"{module}.{alias.name}", id(node) in deferred) for alias in node.names)
         elif isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
+            names.extend((alias.name, id(node) in deferred) for alias in node.names)
     return names
 
 
-def _library_rule(part: str, name: str) -> str | None:
+def _library_rule(part: str, name: str, deferred: bool) -> str | None:
     layer = LAYERS[part]
     top, _, rest = name.partition(".")
-    if top in NEVER:
+    hands_over = part == "cli" and deferred and f"{name}.".startswith(f"{CLI_HANDS_OVER_TO}.")
+    if top in NEVER and not hands_over:
         return "the library never imports the MCP side"
     if top in ADAPTER_ONLY and layer < ADAPTERS:
         return f"only the adapters (layer {ADAPTERS}) may"
@@ -137,7 +149,7 @@ def _peer_rule(rel: tuple[str, ...], name: str) -> str | None:
     return None
 
 
-def _serving_rule(part: str, name: str) -> str | None:
+def _serving_rule(part: str, name: str, deferred: bool) -> str | None:
     layer = SERVING_LAYERS[part]
     top, _, rest = name.partition(".")
     if top in ADAPTER_ONLY and layer < ENTRY_POINTS:
@@ -164,16 +176,16 @@ def _violations_in(path: Path, source: str) -> list[str]:
     package = [root.name, *rel.parts[:-1]]  # the package of a module or of an __init__
     found = []
     tree = ast.parse(source)
-    for name in _imports(tree, package):
-        why = rule(part, name)
+    for name, deferred in _imports(tree, package):
+        why = rule(part, name, deferred)
         if why is not None:
             found.append(f"{root.name}/{rel} imports {name}: {why}")
     if root == PACKAGE:
-        for name in _imports(tree, package):
+        for name, _ in _imports(tree, package):
             why = _peer_rule(rel.parts, name)
             if why is not None:
                 found.append(f"{root.name}/{rel} imports {name}: {why}")
-        for name in _imports(tree, package, annotations=True):
+        for name, _ in _imports(tree, package, annotations=True):
             why = _annotation_rule(part, name)
             if why is not None:
                 found.append(f"{root.name}/{rel} names {name}: {why}")
@@ -206,6 +218,10 @@ _SECTION = "handed its own section, not Settings"
         ("store", "from mcp.server import x\n", "never imports the MCP side"),
         ("store", "from serving.server import build_server\n", "never imports the MCP side"),
         ("cli", "import serving.__main__\n", "never imports the MCP side"),
+        ("cli", "from serving.__main__ import serve\n", "never imports the MCP side"),
+        ("cli", "def f():\n    from serving.server import build_server\n", "never imports"),
+        ("cli", "def f():\n    import mcp\n", "never imports the MCP side"),
+        ("store", "def f():\n    from serving.__main__ import serve\n", "never imports"),
         ("system", "if not TYPE_CHECKING:\n    import serving\n", "never imports the MCP side"),
         ("index", "from memory_pipeline.config import Settings\n", "upward, layer 1 -> 3"),
         ("embedding", "from memory_pipeline.config import Settings\n", "upward, layer 2 -> 3"),
@@ -254,6 +270,11 @@ def test_the_check_catches_a_violation_in_the_server(
     module: str, source: str, expected: str
 ) -> None:
     assert any(expected in v for v in _violations_in(SERVER / f"{module}.py", source))
+
+
+def test_the_cli_may_hand_over_to_the_servers_entry_point_inside_a_function() -> None:
+    source = "def serve():\n    from serving.__main__ import serve\n"
+    assert _violations_in(PACKAGE / "cli" / "_architecture_probe.py", source) == []
 
 
 def test_every_layer_names_a_module_that_exists() -> None:
