@@ -198,6 +198,13 @@ def _check_alerts(ctx: Ctx, data: dict[str, Any]) -> None:
     assert data["unreadable_lines"] == 0
 
 
+def _check_setup(ctx: Ctx, out: str) -> None:
+    """The storage flags given are written as they were, absolute."""
+    env = json.loads((ctx.dir / ".mcp.json").read_text())["mcpServers"]["hybrid-rag"]["env"]
+    assert env["HYBRID_RAG_DB_PATH"] == str(ctx.dir / "memory.db")
+    assert env["HYBRID_RAG_EMBEDDING_MODEL"] == "hashing"
+
+
 CASES: dict[str, Case] = {
     "ingest": Case(
         args=("{dir}/new.md",),
@@ -308,6 +315,13 @@ CASES: dict[str, Case] = {
         bad_args=("--limit", "0"),
         bad_message="argument --limit: expected a positive integer, got 0",
         check=_check_alerts,
+    ),
+    "setup": Case(
+        args=("claude-code",),
+        stdout=".mcp.json: server 'hybrid-rag' set up (space 'test_command",
+        bad_args=("claude-code", "--space", "Team A"),
+        bad_message="error: --space: space name 'Team A' is not valid",
+        check=_check_setup,
     ),
     "demo": Case(
         args=("--query", "Why should old news fade?"),

@@ -1,0 +1,251 @@
+"""`memory-pipeline setup claude-code`: give a project the memory server in one command.
+
+Run in a project folder, it adds one server entry to the project's ``.mcp.json``
+(other servers and keys stay as they are), optionally the Claude Code subagents that
+use it, and prints the same server as a ``claude mcp add`` line and as a Codex
+``config.toml`` block. The entry names no storage unless a flag did: every project
+then shares the user's one memory, each writing to its own space (by default named
+after the folder) and reading others only when ``--read-space`` says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.config import variable
+from memory_pipeline.durable import replace_text
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.spaces import MAX_SPACE_CHARS, check_space
+
+#: The server's name in ``.mcp.json``: the shipped subagents call its tools as
+#: ``mcp__hybrid-rag__<tool>``, so they work only under this name.
+SERVER_NAME = "hybrid-rag"
+MCP_FILE = ".mcp.json"
+AGENTS_DIR = Path(".claude") / "agents"
+#: The model is unpacked once into the cache; a server must never wait on the network.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+CLIENTS = ("claude-code",)
+
+_NOT_IN_NAME = re.compile(r"[^a-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class ServerEntry:
+    """How a client starts the server: a command, its arguments, an environment."""
+
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "stdio",
+            "command": self.command,
+            "args": list(self.args),
+            "env": dict(self.env),
+        }
+
+    def claude_mcp_add(self, name: str) -> str:
+        """The ``claude mcp add`` line that writes the same entry."""
+        words = ["claude", "mcp", "add", name, "--scope", "project"]
+        for key, value in self.env.items():
+            words += ["-e", f"{key}={value}"]
+        words += ["--", self.command, *self.args]
+        return " ".join(shlex.quote(w) for w in words)
+
+    def codex_toml(self, name: str) -> str:
+        """The same server as a Codex CLI ``config.toml`` table (JSON strings are TOML's)."""
+        env = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in self.env.items())
+        return "\n".join(
+            [
+                f"[mcp_servers.{name}]",
+                f"command = {json.dumps(self.command)}",
+                f"args = [{', '.join(json.dumps(a) for a in self.args)}]",
+                f"env = {{ {env} }}",
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    """What writing the subagents did, file by file."""
+
+    written: tuple[Path, ...] = ()
+    unchanged: tuple[Path, ...] = ()
+    skipped: tuple[Path, ...] = ()  # the user's own version, kept (no --force)
+
+
+def server_command() -> tuple[str, ...]:
+    """The installed console script by absolute path, else this interpreter's ``-m serving``."""
+    script = Path(sys.executable).parent / "memory-pipeline"
+    if script.is_file():
+        return (str(script), "serve")
+    return (sys.executable, "-m", "serving")
+
+
+def derived_space(folder: Path) -> str:
+    """A space name from a project folder's name: lowercased, other characters as ``-``."""
+    name = _NOT_IN_NAME.sub("-", folder.name.lower()).strip("-_.")[:MAX_SPACE_CHARS]
+    name = name.rstrip("-_.")
+    if not name:
+        raise InvalidInputError(
+            f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
+        )
+    return check_space(name)
+
+
+def _flagged(flag: str, name: str) -> str:
+    try:
+        return check_space(name)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{flag}: {exc}") from exc
+
+
+def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:
+    """The entry for a server writing to ``space``; ``storage`` holds only the settings the
+    caller gave (field name → value), so the rest stays each setting's default."""
+    env = {variable("space"): space}
+    also = [s for s in dict.fromkeys(read_spaces) if s != space]
+    if also:
+        env[variable("read_spaces")] = ",".join(also)
+    env.update({variable(name): value for name, value in storage.items()})
+    env.update(OFFLINE)
+    command, *args = server_command()
+    return ServerEntry(command, tuple(args), env)
+
+
+def merged_mcp_json(path: Path, name: str, entry: ServerEntry) -> str:
+    """``path``'s text with the server ``name`` set to ``entry`` and everything else kept;
+    a file that is not a JSON object with an object ``mcpServers`` is refused."""
+    data: dict[str, Any] = {}
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                f"{exc.colno}); it was left as it was: fix it, then run setup again"
+            ) from exc
+        if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+            raise InvalidInputError(
+                f'{path} is not an object with an object "mcpServers"; it was left as it '
+                "was: fix it, then run setup again"
+            )
+    data.setdefault("mcpServers", {})[name] = entry.to_json()
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def shipped_agents() -> dict[str, str]:
+    """The Claude Code subagents this package ships: file name → text."""
+    folder = resources.files("memory_pipeline") / "claude_agents"
+    return {
+        f.name: f.read_text(encoding="utf-8")
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".md")
+    }
+
+
+def write_agents(folder: Path, *, force: bool) -> AgentFiles:
+    """Write the shipped subagents into ``folder``; a file that differs is the user's and
+    is kept unless ``force``."""
+    written, unchanged, skipped = [], [], []
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in shipped_agents().items():
+        path = folder / name
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            unchanged.append(path)
+        elif current is not None and not force:
+            skipped.append(path)
+        else:
+            replace_text(path, text)
+            written.append(path)
+    return AgentFiles(tuple(written), tuple(unchanged), tuple(skipped))
+
+
+def _storage(args: argparse.Namespace) -> dict[str, str]:
+    """The storage settings given as flags, paths made absolute (a client may start the
+    server in another folder)."""
+    given: dict[str, str] = {}
+    if args.db:
+        given["db_path"] = str(Path(args.db).resolve())
+    if args.index:
+        given["index_path"] = str(Path(args.index).resolve())
+    if args.database_url:
+        given["database_url"] = args.database_url
+    if args.backend:
+        given["backend"] = args.backend
+    if args.model:
+        model = Path(args.model)
+        given["model"] = str(model.resolve()) if model.exists() else args.model
+    return given
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    project = Path.cwd()
+    space = _flagged("--space", args.space) if args.space else derived_space(project)
+    read = [_flagged("--read-space", s) for s in args.read_space or ()]
+    entry = server_entry(space, read, _storage(args))
+    mcp = project / MCP_FILE
+    text = merged_mcp_json(mcp, SERVER_NAME, entry)
+    if mcp.exists() and mcp.read_text(encoding="utf-8") == text:
+        print(f"{MCP_FILE}: server {SERVER_NAME!r} already set up (space {space!r})")
+    else:
+        replace_text(mcp, text)
+        print(f"{MCP_FILE}: server {SERVER_NAME!r} set up (space {space!r})")
+    if args.agents:
+        done = write_agents(project / AGENTS_DIR, force=args.force)
+        for verb, paths in (("wrote", done.written), ("unchanged", done.unchanged)):
+            for path in paths:
+                print(f"{verb} {path.relative_to(project)}")
+        for path in done.skipped:
+            print(
+                f"skipped {path.relative_to(project)}: it differs from the shipped one "
+                "(pass --force to replace it)",
+                file=sys.stderr,
+            )
+    print("\nThe same from Claude Code's command line:\n")
+    print(entry.claude_mcp_add(SERVER_NAME))
+    print(
+        "\nFor the Codex CLI (~/.codex/config.toml, or .codex/config.toml in a trusted project):\n"
+    )
+    print(entry.codex_toml(SERVER_NAME))
+    return 0
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add the ``setup`` subcommand (it writes configuration only: no store, no model)."""
+    p = sub.add_parser(
+        "setup",
+        parents=parents,
+        help="register the memory server in this project (.mcp.json, optional subagents)",
+        description="Add the memory server to this folder's .mcp.json (other servers are "
+        "kept) and print the same as a `claude mcp add` line and a Codex config.toml block. "
+        "The space defaults to this folder's name; storage is written only when given as "
+        "--db / --index / --database-url.",
+    )
+    p.add_argument("client", choices=CLIENTS, help="the agent to set up")
+    p.add_argument(
+        "--agents",
+        action="store_true",
+        help=f"also write the shipped Claude Code subagents into {AGENTS_DIR}/",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --agents: replace subagent files that differ from the shipped ones",
+    )
+    p.set_defaults(func=cmd_setup)

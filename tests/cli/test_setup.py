@@ -1,0 +1,292 @@
+"""`memory-pipeline setup claude-code` in real project folders, and the servers it sets up.
+
+The written ``.mcp.json`` is read back and its server started the way a client starts it
+(command, args, the entry's env over the client's own) with the MCP SDK's stdio client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from memory_pipeline.cli import main
+from memory_pipeline.cli.setup import SERVER_NAME, server_command, shipped_agents
+from serving.harness import REPO, structured
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith(("HYBRID_RAG_", "MEMORY_PIPELINE_")):
+            monkeypatch.delenv(key)
+
+
+def setup_in(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str, str]:
+    """``memory-pipeline setup claude-code FLAGS`` run in ``folder``: exit code, stdout, stderr."""
+    folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(folder)
+    try:
+        code = main(["setup", "claude-code", *flags])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def entry_of(folder: Path) -> dict[str, Any]:
+    return dict(json.loads((folder / ".mcp.json").read_text())["mcpServers"][SERVER_NAME])
+
+
+def test_a_fresh_folder_gets_one_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "My Project"
+    code, out, err = setup_in(project, monkeypatch, capsys)
+    assert code == 0, err
+    command, *args = server_command()
+    assert json.loads((project / ".mcp.json").read_text()) == {
+        "mcpServers": {
+            SERVER_NAME: {
+                "type": "stdio",
+                "command": command,
+                "args": args,
+                "env": {"HYBRID_RAG_SPACE": "my-project", **OFFLINE},
+            }
+        }
+    }
+    assert Path(command).is_absolute()
+    assert "${" not in (project / ".mcp.json").read_text()
+    assert not list(project.glob("*.part"))
+    # The printed equivalents hold the same command, args and env.
+    line = next(ln for ln in out.splitlines() if ln.startswith("claude mcp add"))
+    words = shlex.split(line)
+    assert words[:6] == ["claude", "mcp", "add", SERVER_NAME, "--scope", "project"]
+    assert words[words.index("--") + 1 :] == [command, *args]
+    assert "HYBRID_RAG_SPACE=my-project" in words
+    toml_text = out[out.index(f"[mcp_servers.{SERVER_NAME}]") :]
+    codex = tomllib.loads(toml_text)["mcp_servers"][SERVER_NAME]
+    assert codex == {
+        "command": command,
+        "args": args,
+        "env": {"HYBRID_RAG_SPACE": "my-project", **OFFLINE},
+    }
+
+
+def test_read_spaces_and_explicit_storage_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    flags = ("--space", "team-a", "--read-space", "shared", "--db", "m.db", "--index", "idx")
+    code, _, err = setup_in(project, monkeypatch, capsys, *flags)
+    assert code == 0, err
+    assert entry_of(project)["env"] == {
+        "HYBRID_RAG_SPACE": "team-a",
+        "HYBRID_RAG_READ_SPACES": "shared",
+        "HYBRID_RAG_DB_PATH": str(project / "m.db"),
+        "HYBRID_RAG_INDEX_PATH": str(project / "idx"),
+        **OFFLINE,
+    }
+
+
+def test_other_servers_and_keys_are_kept_and_a_rerun_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    other = {"command": "npx", "args": ["-y", "other"], "env": {"TOKEN": "${TOKEN}"}}
+    old = {"type": "stdio", "command": "/old/python", "args": ["-m", "serving"]}
+    existing = {"mcpServers": {"other": other, SERVER_NAME: old}, "note": [1, 2]}
+    (project / ".mcp.json").write_text(json.dumps(existing))
+    assert setup_in(project, monkeypatch, capsys)[0] == 0
+    written = json.loads((project / ".mcp.json").read_text())
+    assert written["note"] == [1, 2]
+    assert list(written["mcpServers"]) == ["other", SERVER_NAME]
+    assert written["mcpServers"]["other"] == other
+    assert written["mcpServers"][SERVER_NAME]["command"] == server_command()[0]
+    first = (project / ".mcp.json").read_bytes()
+    code, out, _ = setup_in(project, monkeypatch, capsys)
+    assert code == 0 and "already set up" in out
+    assert (project / ".mcp.json").read_bytes() == first
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"mcpServers": {"other": ', "[1, 2]", '{"mcpServers": []}', "not json"],
+    ids=["truncated", "a list", "servers not an object", "not json"],
+)
+def test_an_unusable_mcp_json_is_refused_and_left_alone(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".mcp.json").write_text(text)
+    code, out, err = setup_in(project, monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert f"error: {project / '.mcp.json'} is not" in err
+    assert "left as it was" in err
+    assert (project / ".mcp.json").read_text() == text
+    assert sorted(p.name for p in project.iterdir()) == [".mcp.json"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--space", "Team A"), "error: --space: space name 'Team A' is not valid"),
+        (("--space=-x",), "error: --space: space name '-x' is not valid"),
+        (("--read-space", "Shared!"), "error: --read-space: space name 'Shared!' is not valid"),
+    ],
+)
+def test_space_flags_are_checked(
+    flags: tuple[str, ...],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = setup_in(tmp_path / "proj", monkeypatch, capsys, *flags)
+    assert (code, out) == (2, "")
+    assert message in err
+    assert not (tmp_path / "proj" / ".mcp.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("folder", "space"),
+    [
+        ("proj", "proj"),
+        ("My Project", "my-project"),
+        ("Foo_Bar.v2", "foo_bar.v2"),
+        ("--weird  name!!", "weird-name"),
+        ("x" * 80, "x" * 64),
+        ("メモ app", "app"),
+    ],
+)
+def test_the_space_is_derived_from_the_folder(
+    folder: str,
+    space: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = setup_in(tmp_path / folder, monkeypatch, capsys)
+    assert code == 0, err
+    assert entry_of(tmp_path / folder)["env"]["HYBRID_RAG_SPACE"] == space
+
+
+def test_a_folder_without_a_usable_name_asks_for_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = setup_in(tmp_path / "メモ", monkeypatch, capsys)
+    assert code == 2
+    assert "pass --space NAME" in err
+
+
+def test_the_shipped_agents_are_the_repositorys() -> None:
+    repo = {
+        p.name: p.read_text(encoding="utf-8") for p in (REPO / ".claude" / "agents").glob("*.md")
+    }
+    assert len(repo) == 3
+    assert shipped_agents() == repo
+
+
+def test_agents_are_written_and_a_changed_one_is_kept_without_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    agents = project / ".claude" / "agents"
+    code, out, err = setup_in(project, monkeypatch, capsys, "--agents")
+    assert code == 0, err
+    shipped = shipped_agents()
+    assert {p.name: p.read_text() for p in agents.iterdir()} == shipped
+    mine = agents / "rag-memory.md"
+    mine.write_text("my own version\n")
+    code, out, err = setup_in(project, monkeypatch, capsys, "--agents")
+    assert code == 0
+    assert mine.read_text() == "my own version\n"
+    assert "skipped .claude/agents/rag-memory.md" in err and "--force" in err
+    assert "unchanged .claude/agents/doc-to-memory.md" in out
+    code, out, _ = setup_in(project, monkeypatch, capsys, "--agents", "--force")
+    assert code == 0 and "wrote .claude/agents/rag-memory.md" in out
+    assert mine.read_text() == shipped["rag-memory.md"]
+
+
+# ------------------------------------------------------------- the servers it sets up
+def client_env(home: Path, **extra: str) -> dict[str, str]:
+    """What a client's own environment adds: a home of its own, the test embedder, this
+    checkout on the path."""
+    return {
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "HYBRID_RAG_EMBEDDING_MODEL": "hashing",
+        "PYTHONPATH": str(REPO),
+        **extra,
+    }
+
+
+def as_a_client_starts_it(project: Path, env: dict[str, str]) -> StdioServerParameters:
+    entry = entry_of(project)
+    return StdioServerParameters(
+        command=entry["command"],
+        args=entry["args"],
+        env={**env, **entry["env"]},
+        cwd=project,
+    )
+
+
+async def remember(project: Path, env: dict[str, str], text: str, title: str) -> None:
+    async with Client(as_a_client_starts_it(project, env)) as client:
+        out = structured(await client.call_tool("ingest_text", {"text": text, "title": title}))
+        assert out["results"][0]["status"] == "ingested"
+
+
+async def titles_found(project: Path, env: dict[str, str], query: str) -> set[str]:
+    async with Client(as_a_client_starts_it(project, env)) as client:
+        out = structured(await client.call_tool("hybrid_search", {"query": query}))
+        return {chunk["title"] for chunk in out["chunks"]}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_written_server_starts_and_remembers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "alpha"
+    assert setup_in(project, monkeypatch, capsys)[0] == 0
+    env = client_env(tmp_path / "home")
+    await remember(project, env, "Violins are tuned in fifths.", "strings")
+    assert await titles_found(project, env, "violins tuned fifths") == {"strings"}
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_two_projects_share_one_memory_but_not_their_notes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alpha, beta, gamma = tmp_path / "alpha", tmp_path / "beta", tmp_path / "gamma"
+    assert setup_in(alpha, monkeypatch, capsys)[0] == 0
+    assert setup_in(beta, monkeypatch, capsys)[0] == 0
+    assert setup_in(gamma, monkeypatch, capsys, "--read-space", "alpha")[0] == 0
+    # Nothing names a memory: every project's server uses the user's one default memory.
+    env = client_env(tmp_path / "home")
+    await remember(alpha, env, "Violins are tuned in fifths.", "alpha strings")
+    await remember(beta, env, "Violins in beta are tuned in fourths.", "beta strings")
+    query = "violins tuned"
+    assert await titles_found(alpha, env, query) == {"alpha strings"}
+    assert await titles_found(beta, env, query) == {"beta strings"}
+    assert await titles_found(gamma, env, query) == {"alpha strings"}
+    assert [p.name for p in (tmp_path / "home" / "data" / "memory-pipeline").glob("*.db")] == [
+        "memory.db"
+    ]
