@@ -19,7 +19,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import annotated_types
 from pydantic import (
@@ -158,6 +158,8 @@ class ServingSettings(Section):
     _roots = field_validator("allowed_roots", mode="before")(_no_placeholder)
     allow_hard_links: bool = _var("ALLOW_HARD_LINKS", False)
     http_token: str | None = _var("HTTP_TOKEN", repr=False)
+    # the tools the server lists: core (search, read, remember, forget) or all (maintenance too)
+    tools: Literal["core", "all"] = _var("TOOLS", "core")
 
 
 class Settings(BaseSettings):

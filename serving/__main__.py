@@ -22,6 +22,7 @@ from memory_pipeline.errors import MemoryPipelineError
 from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
+from serving.toolspec import TOOL_SETS
 
 log = logging.getLogger("serving")
 
@@ -63,6 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=[p.value for p in LoadPolicy],
         default=os.environ.get(LOAD_ENV_VAR) or DEFAULT_POLICY.value,
         help=f"when to load models and index (default {DEFAULT_POLICY.value}; {LOAD_ENV_VAR})",
+    )
+    p.add_argument(
+        "--tools",
+        choices=TOOL_SETS,
+        help="the tools to list: core (search, read, remember, forget; the default) or all "
+        "(maintenance too: file ingest, tags, index, audits, forgetting); overrides "
+        "HYBRID_RAG_TOOLS",
     )
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -150,6 +158,7 @@ def serve(args: argparse.Namespace) -> int:
             "model": ("--model", args.model or None),
             "space": ("--space", args.space or None),
             "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
+            "tools": ("--tools", args.tools),
         }
         settings, notice = Settings.from_env().with_flags(flags).settled()
     except MemoryPipelineError as exc:
@@ -216,6 +225,7 @@ def serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         on_start=on_start,
         allow_hard_links=settings.serving.allow_hard_links,
+        tool_set=settings.serving.tools,
     )
     try:
         if args.http:

@@ -46,7 +46,9 @@ class StoreLayout:
         return self.root / "docs"
 
     def env(self, model: str = "hashing", **extra: str) -> dict[str, str]:
-        """The server's environment: this store, ``docs`` as the only ingest root."""
+        """The server's environment: this store, ``docs`` as the only ingest root, every
+        tool listed (the tests call the maintenance tools too; pass HYBRID_RAG_TOOLS=core
+        for the default set)."""
         self.docs.mkdir(parents=True, exist_ok=True)
         env = {
             "HYBRID_RAG_DB_PATH": str(self.db),
@@ -54,6 +56,7 @@ class StoreLayout:
             "HYBRID_RAG_ARCHIVE_PATH": str(self.archive),
             "HYBRID_RAG_ALLOWED_ROOTS": str(self.docs),
             "HYBRID_RAG_EMBEDDING_MODEL": model,
+            "HYBRID_RAG_TOOLS": "all",
             "HYBRID_RAG_MAX_CHUNK_SIZE": "64",
             "HYBRID_RAG_CHUNK_OVERLAP": "8",
             "HF_HUB_OFFLINE": "1",

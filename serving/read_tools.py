@@ -45,10 +45,8 @@ _TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's
 _FREQ_WEIGHT = "share of the score given to how often a chunk was retrieved"
 _IMPORTANCE = "chunks whose importance is below this are left out (unset importance passes)"
 _REWRITES = (
-    "other phrasings of the same question that you wrote: synonyms, the names the memory "
-    "may use, the question turned into a statement; use them when the memory may word it "
-    "differently. Each is searched and all are fused into one ranking, the query weighing "
-    "as much as all rewrites together"
+    "your other phrasings of the question (synonyms, the memory's likely words); each is "
+    "searched and all fused into one ranking, the query weighing as much as all of them"
 )
 
 
@@ -72,7 +70,7 @@ class ReadTools:
             out.append(hit)
         return out
 
-    @tool("Search memory", "read")
+    @tool("Search memory", "read", core=True)
     def hybrid_search(
         self,
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
@@ -81,34 +79,32 @@ class ReadTools:
             Field(max_length=MAX_REWRITES, description=_REWRITES),
         ] = None,
         tags: Annotated[
-            list[Tag] | None, Field(max_length=20, description="only chunks with all these tags")
+            list[Tag] | None,
+            Field(max_length=20, description="only chunks with all these tags, e.g. project:x"),
         ] = None,
         filters: SearchFiltersIn | None = None,
         top_k: Annotated[
-            int, Field(ge=1, le=MCP_MAX_TOP_K, description="how many chunks to return")
+            int, Field(ge=1, le=MCP_MAX_TOP_K, description="chunks to return")
         ] = DEFAULT_TOP_K,
         include_stats: Annotated[
             bool, Field(description="also return timings and index diagnostics")
         ] = False,
         diversify: Annotated[
-            bool, Field(description="MMR: prefer chunks that say different things")
+            bool, Field(description="prefer chunks that say different things (MMR)")
         ] = False,
         memory_rerank: Annotated[
             bool,
             Field(
-                description="apply the memory axis (freshness, use, importance) and always "
-                "consider principles and important chunks"
+                description="also weigh freshness, use and importance; always consider "
+                "principles and important chunks"
             ),
         ] = False,
     ) -> SearchOutput:
-        """Search the long-term memory: dense (embedding) and BM25 (keyword) retrieval, fused.
+        """Search the memory by meaning and keywords (dense and BM25 retrieval, fused).
 
-        Default fusion: the average of each retriever's scores, min-max normalised over
-        the candidates (convex combination); the server's HYBRID_RAG_FUSION=rrf uses
-        reciprocal rank fusion instead. Returns the best chunks first, each with its
-        document's title and source and its doc_id/chunk_index (pass those to
-        get_document_chunks for context). Chunks ingested moments ago are included.
-        Each returned chunk's access count is incremented (used by the memory axis).
+        Best chunks first, each with doc_id and chunk_index (get_document_chunks reads
+        around it), its document's title and source (a path, or text:<title>), and a
+        conversation's turns. Finds text stored moments ago; counts an access per chunk.
         """
         f = filters or SearchFiltersIn()
         search_filters = SearchFilters(
@@ -130,7 +126,7 @@ class ReadTools:
             stats=stats if include_stats else None,
         )
 
-    @tool("Read a document's chunks", "read")
+    @tool("Read a document's chunks", "read", core=True)
     def get_document_chunks(
         self,
         doc_id: DocId,
@@ -154,7 +150,7 @@ class ReadTools:
         tag: Tag,
         limit: Annotated[int, Field(ge=1, le=1000, description="most chunks to list")] = 100,
     ) -> TaggedChunks:
-        """List the chunks carrying a tag (exact match), by document and position.
+        """List the chunks carrying a tag (exact match), by document and position, and their total.
 
         Use before ingesting to see whether something is already stored, e.g.
         find_by_tag("session_id:<id>").
@@ -178,7 +174,7 @@ class ReadTools:
 
         Pass the chunks exactly as hybrid_search returned them; their `score` is
         taken as relevance. Unset weights use the server's defaults; time_weight +
-        freq_weight must be at most 1.
+        freq_weight must be at most 1. Chunks cut by importance are left out.
         """
         memory = self.system.settings.memory_params(
             time_weight=time_weight,

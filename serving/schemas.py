@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from memory_pipeline.metadata import MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
 from memory_pipeline.types import SearchHit
@@ -34,9 +34,7 @@ MAX_RERANK = 200
 # A tool result is read by a model: fewer hits than a library call may ask for.
 MCP_MAX_TOP_K = 50
 
-Tag = Annotated[
-    str, Field(min_length=1, max_length=MAX_TAG_CHARS, description="e.g. 'project:orbit'")
-]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
 DocId = Annotated[str, Field(min_length=1, max_length=128)]
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -47,7 +45,7 @@ class _Input(BaseModel):
 
 
 class SearchFiltersIn(_Input):
-    """Applied before any top-N cut; every given condition must hold."""
+    """Applied before ranking; every given condition must hold."""
 
     tags: list[Tag] = Field(default_factory=list, max_length=20, description="all must be present")
     knowledge_types: list[KnowledgeType] = Field(
@@ -61,7 +59,8 @@ class SearchFiltersIn(_Input):
 
 
 class MetadataIn(_Input):
-    """Metadata every chunk of the ingested document inherits."""
+    # Every chunk of the ingested document inherits it (no docstring: the schema would
+    # carry it to every turn, and "metadata" says as much).
 
     knowledge_type: KnowledgeType | None = Field(
         default=None, description="how the knowledge ages: principle never decays, news fastest"
@@ -104,6 +103,12 @@ class ChunkIn(_Input):
 # A result leaves out every field that holds its default (serving.wire.to_result): an
 # unset importance or an empty tag list is simply absent, as the schema's default says.
 Rounded = Annotated[float, AfterValidator(round_sig)]
+#: A nested report that ``tools/list`` shows as just an object: opt-in diagnostics and the
+#: index update a write may run. Its fields are still the model's, checked when a result
+#: is built; the index update's are spelled out by update_index's own output schema, the
+#: search stats' in docs/mcp.md. In full they cost every turn more than the tools' own
+#: descriptions.
+AnObject = WithJsonSchema({"type": "object"})
 
 
 def _scores(scores: Any) -> Any:
@@ -161,7 +166,9 @@ class SearchStatsOut(BaseModel):
 
 class SearchOutput(BaseModel):
     chunks: list[Hit]
-    stats: SearchStatsOut | None = Field(default=None, description="only with include_stats")
+    stats: Annotated[SearchStatsOut, AnObject] | None = Field(
+        default=None, description="only with include_stats"
+    )
 
 
 class RerankOutput(BaseModel):
@@ -197,7 +204,7 @@ class IndexUpdateOut(BaseModel):
 
 class IngestOutput(BaseModel):
     results: list[IngestResultOut]
-    index: IndexUpdateOut | None = Field(
+    index: Annotated[IndexUpdateOut, AnObject] | None = Field(
         default=None, description="the index update run after the ingest, if one ran"
     )
     index_error: McpText | None = Field(
@@ -236,7 +243,7 @@ class DocumentChunks(BaseModel):
 class DeleteOutput(BaseModel):
     doc_id: str
     chunks_removed: int
-    index: IndexUpdateOut | None = None
+    index: Annotated[IndexUpdateOut, AnObject] | None = None
     index_error: McpText | None = None
 
 

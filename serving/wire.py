@@ -73,7 +73,9 @@ def as_result(fn: Callable[P, BaseModel]) -> Callable[P, CallToolResult]:
 
 
 # ----------------------------------------------------------------------------- schemas
-def compact_schema(schema: Mapping[str, Any], *, closed: bool = False) -> dict[str, Any]:
+def compact_schema(
+    schema: Mapping[str, Any], *, closed: bool = False, descriptions: bool = True
+) -> dict[str, Any]:
     """``schema`` without what its types already say; ``closed`` adds additionalProperties: false.
 
     * ``title`` keywords pydantic generates from field and class names go;
@@ -83,29 +85,83 @@ def compact_schema(schema: Mapping[str, Any], *, closed: bool = False) -> dict[s
       with one type becomes that ``type`` (several stay an ``anyOf``: a ``type`` list is
       valid JSON Schema, but strict clients warn on it);
     * an enum's class docstring goes (its values are the documentation; the fields
-      that use it keep their own descriptions).
+      that use it keep their own descriptions);
+    * a ``$defs`` entry used once is written where it is used: ``$defs`` are for shapes
+      a schema repeats;
+    * without ``descriptions``, every description goes: for output schemas, which
+      clients use to validate results and which the usual tool formats never show a
+      model (what a model must know of a result, its tool's description says).
     """
-    out = _compact(dict(schema))
+    out = _compact(dict(schema), drop=("title",) if descriptions else ("title", "description"))
+    out = _inline_single_use(out)
     if closed:
         out["additionalProperties"] = False
     return out
 
 
-def _compact(node: Any, names: bool = False) -> Any:
+def _compact(node: Any, drop: tuple[str, ...], names: bool = False) -> Any:
     if isinstance(node, list):
-        return [_compact(item) for item in node]
+        return [_compact(item, drop) for item in node]
     if not isinstance(node, dict):
         return node
     if names:
-        return {name: _compact(value) for name, value in node.items()}
+        return {name: _compact(value, drop) for name, value in node.items()}
     out = {
-        key: _compact(value, names=key in _NAME_MAPS)
+        key: _compact(value, drop, names=key in _NAME_MAPS)
         for key, value in node.items()
-        if key != "title"
+        if key not in drop
     }
     if "enum" in out:
         out.pop("description", None)
     return _simplify(out)
+
+
+_REF = "#/$defs/"
+
+
+def _refs(node: Any, counts: dict[str, int]) -> dict[str, int]:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_REF):
+            counts[ref.removeprefix(_REF)] = counts.get(ref.removeprefix(_REF), 0) + 1
+        for value in node.values():
+            _refs(value, counts)
+    elif isinstance(node, list):
+        for item in node:
+            _refs(item, counts)
+    return counts
+
+
+def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``$defs`` entry referenced once put in place of its ``$ref``."""
+    defs = dict(schema.get("$defs", {}))
+    while True:
+        counts = _refs({k: v for k, v in schema.items() if k != "$defs"} | {"$defs": defs}, {})
+        # (a shape that refers to itself is never written in place: it has no end)
+        once = {n for n, d in defs.items() if counts.get(n) == 1 and not _refs(d, {}).get(n)}
+        if not once:
+            break
+        chosen = {name: defs[name] for name in once}
+        schema = {k: _put(v, chosen) for k, v in schema.items() if k != "$defs"}
+        defs = {name: _put(d, chosen) for name, d in defs.items() if name not in once}
+    if defs:
+        schema["$defs"] = defs
+    else:
+        schema.pop("$defs", None)
+    return schema
+
+
+def _put(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with every ``$ref`` to one of ``defs`` replaced by the shape, its siblings kept."""
+    if isinstance(node, list):
+        return [_put(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.removeprefix(_REF) in defs:
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        return _put({**defs[ref.removeprefix(_REF)], **siblings}, defs)
+    return {k: _put(v, defs) for k, v in node.items()}
 
 
 def _simplify(node: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """``python -m serving.wire_size``: what a client pays, in its context, to use the server.
 
 An agent pays for ``tools/list`` on every turn (the tool definitions sit in its
-prompt) and for each call's result once. This prints, for ``tools/list``, a
-5-hit ``hybrid_search`` over the bundled sample corpus and one ``embed``, the
-size of the JSON-RPC result a client receives (text content and
-``structuredContent`` together, serialised as the transports do) in characters
-and in tokens; the part of ``tools/list`` a model is shown when its client
-passes on only names, descriptions and input schemas; and its output schemas.
-docs/mcp.md quotes the ``tools/list`` rows, and a test holds them to this.
+prompt) and for each call's result once. This prints, for ``tools/list`` of each
+tool set (``core``, the default, and ``all``; side by side), a 5-hit
+``hybrid_search`` over the bundled sample corpus and one ``embed``, the size of
+the JSON-RPC result a client receives (text content and ``structuredContent``
+together, serialised as the transports do) in characters and in tokens; the part
+of ``tools/list`` a model is shown when its client passes on only names,
+descriptions and input schemas; and its output schemas. docs/mcp.md quotes the
+``tools/list`` rows, and a test holds them to this.
 
 Tokens are counted offline: ``chars/4`` (the usual rule of thumb for English
 and JSON) and the WordPiece tokenizer of all-MiniLM-L6-v2, which the
@@ -32,6 +33,7 @@ from pydantic import BaseModel
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from serving.harness import structured
+from serving.toolspec import TOOL_SETS
 from serving.wire import compact_json
 
 QUERY = "why does news decay?"
@@ -40,6 +42,9 @@ QUERY = "why does news decay?"
 TOOLS_LIST = "tools/list"
 MODEL_VIEW = "  as a model sees it"
 OUTPUT_SCHEMAS = "  output schemas"
+LIST_ROWS = (TOOLS_LIST, MODEL_VIEW, OUTPUT_SCHEMAS)
+#: The results' rows, under ``RESULTS`` (measured with every tool listed).
+RESULTS = "results"
 
 
 def wire_json(result: BaseModel) -> str:
@@ -59,8 +64,25 @@ def wordpiece_counter() -> Callable[[str], int] | None:
     return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-async def measure(root: Path, model: str) -> dict[str, str]:
-    """The wire JSON of tools/list, a 5-hit hybrid_search and an embed, against a fresh store."""
+async def listing(client: Client) -> dict[str, str]:
+    """The ``LIST_ROWS`` of the tools ``client``'s server lists."""
+    listed = await client.list_tools()
+    # What a model is shown of each tool by clients that pass only name, description and
+    # input schema on (Anthropic's and OpenAI's tool formats have no output schema).
+    model_view = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in listed.tools
+    ]
+    return {
+        TOOLS_LIST: wire_json(listed),
+        MODEL_VIEW: compact_json(model_view),
+        OUTPUT_SCHEMAS: "".join(compact_json(t.output_schema) for t in listed.tools),
+    }
+
+
+async def measure(root: Path, model: str) -> dict[str, dict[str, str]]:
+    """The wire JSON of tools/list of each tool set (``LIST_ROWS``, by set), and under
+    ``RESULTS`` a 5-hit hybrid_search and an embed, against a fresh store."""
     from memory_pipeline.system import MemorySystem
     from serving.server import build_server
 
@@ -77,30 +99,26 @@ async def measure(root: Path, model: str) -> dict[str, str]:
         model=model,
     )
     system = MemorySystem(settings, embedder=HashingEmbedder() if model == "hashing" else None)
+    out: dict[str, dict[str, str]] = {}
     try:
         system.ingest(sorted(docs.glob("*.md")))
         system.update_index()
-        async with Client(build_server(system, roots=[docs], cwd=docs)) as client:
-            listed = await client.list_tools()
+        for tool_set in TOOL_SETS:
+            server = build_server(system, roots=[docs], cwd=docs, tool_set=tool_set)
+            async with Client(server) as client:
+                out[tool_set] = await listing(client)
+        async with Client(build_server(system, roots=[docs], cwd=docs, tool_set="all")) as client:
             search = await client.call_tool("hybrid_search", {"query": QUERY, "top_k": 5})
             hits = len(structured(search)["chunks"])
             embed = await client.call_tool("embed", {"text": QUERY})
             structured(embed)
     finally:
         system.close()
-    # What a model is shown of each tool by clients that pass only name, description and
-    # input schema on (Anthropic's and OpenAI's tool formats have no output schema).
-    model_view = [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-        for t in listed.tools
-    ]
-    return {
-        TOOLS_LIST: wire_json(listed),
-        MODEL_VIEW: compact_json(model_view),
-        OUTPUT_SCHEMAS: "".join(compact_json(t.output_schema) for t in listed.tools),
+    out[RESULTS] = {
         f"hybrid_search ({hits} hits)": wire_json(search),
         "embed (1 vector)": wire_json(embed),
     }
+    return out
 
 
 @dataclass(frozen=True)
@@ -119,11 +137,20 @@ def sizes_of(texts: dict[str, str]) -> dict[str, Size]:
     return {name: Size(len(text), count(text) if count else None) for name, text in texts.items()}
 
 
-def report(sizes: dict[str, Size]) -> list[str]:
-    lines = [f"{'':<24}{'chars':>8}{'chars/4':>9}{'wordpiece':>11}"]
-    for name, size in sizes.items():
-        pieces = "n/a" if size.wordpiece is None else str(size.wordpiece)
-        lines.append(f"{name:<24}{size.chars:>8}{size.quarter:>9}{pieces:>11}")
+def _cells(size: Size) -> str:
+    pieces = "n/a" if size.wordpiece is None else str(size.wordpiece)
+    return f"{size.chars:>8}{size.quarter:>9}{pieces:>11}"
+
+
+def report(sizes: dict[str, dict[str, Size]]) -> list[str]:
+    """The ``tools/list`` rows of each tool set side by side, then the results' rows."""
+    head = f"{'chars':>8}{'chars/4':>9}{'wordpiece':>11}"
+    lines = [f"{'':<24}" + "".join(f"{s:^28}" for s in TOOL_SETS), f"{'':<24}" + head * 2]
+    for row in LIST_ROWS:
+        lines.append(f"{row:<24}" + "".join(_cells(sizes[s][row]) for s in TOOL_SETS))
+    lines.append("")
+    lines.append(f"{'':<24}{head}")
+    lines += [f"{name:<24}{_cells(size)}" for name, size in sizes[RESULTS].items()]
     return lines
 
 
@@ -134,7 +161,7 @@ async def main(model: str) -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"wire size per JSON-RPC result (model {model}; tokens: chars/4 and all-MiniLM-L6-v2)")
-    print("\n".join(report(sizes_of(sizes))))
+    print("\n".join(report({group: sizes_of(texts) for group, texts in sizes.items()})))
 
 
 if __name__ == "__main__":

@@ -48,10 +48,7 @@ _UPDATE_INDEX = (
     "update the index afterwards (incremental, not a full rebuild); pass false when "
     "ingesting many batches and call update_index once at the end"
 )
-_TEXT_UPDATE_INDEX = (
-    "also update the index now (incremental); not needed to find the text, which is "
-    "searchable at once: by default a later update_index takes it in"
-)
+_TEXT_UPDATE_INDEX = "also update the index now (not needed to find the text)"
 
 
 class WriteTools:
@@ -97,7 +94,7 @@ class WriteTools:
             results = self.system.ingest(paths, _metadata(metadata), update_index=False)
         return self._ingested(results, rebuild_index)
 
-    @tool("Ingest text", "write", idempotent=True)
+    @tool("Ingest text", "write", idempotent=True, core=True)
     def ingest_text(
         self,
         text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)],
@@ -106,17 +103,16 @@ class WriteTools:
             Field(
                 min_length=1,
                 max_length=MAX_TITLE_CHARS,
-                description="names the document: the same title with new text replaces it",
+                description="names the document; new text under a stored title replaces it",
             ),
         ],
         metadata: MetadataIn | None = None,
         rebuild_index: Annotated[StrictBool, Field(description=_TEXT_UPDATE_INDEX)] = False,
     ) -> IngestOutput:
-        """Store text the agent has in hand (a session summary, a decision, a note).
+        """Store text in hand (a session summary, a decision, a note); searchable at once.
 
-        Stored as markdown under its title: the same text again is "unchanged";
-        new text under the same title replaces the old version. Searchable at
-        once, even before the index is updated.
+        The same text again is "unchanged"; new text under the same title replaces the old
+        ("replaced").
         """
         with self.lock.held():
             result = self.system.ingest_text(text, title, _metadata(metadata))
@@ -172,7 +168,7 @@ class WriteTools:
             record = self.system.set_chunk_tags(doc_id, chunk_index, **changes)
         return ChunkOut.model_validate(record, from_attributes=True)
 
-    @tool("Delete a document", "destructive", idempotent=True)
+    @tool("Delete a document", "destructive", idempotent=True, core=True)
     def delete_document(
         self,
         doc_id: DocId,
@@ -181,10 +177,8 @@ class WriteTools:
             Field(description="drop its chunks from the index now (else on the next update)"),
         ] = True,
     ) -> DeleteOutput:
-        """Delete a document with all its chunks, tags and vectors. Not archived: this is final.
-
-        Its chunks stop appearing in search at once, whether or not the index is updated.
-        """
+        """Delete a document: its chunks, tags and vectors. Final (not archived); gone from
+        search at once."""
         with self.lock.held():
             removed = self.system.delete_document(doc_id)
         index, error = self._update_index() if rebuild_index else (None, None)
@@ -280,7 +274,8 @@ class WriteTools:
     ) -> RestoreReportOut:
         """Bring archived (forgotten) chunks back into the memory and the index.
 
-        Pass exactly one of run_id, doc_id or chunk_ids. Restored chunks get new ids.
+        Pass exactly one of run_id, doc_id or chunk_ids. Restored chunks get new ids
+        (new_ids maps old to new).
         """
         with self.lock.held():
             report = self.system.restore_archived(run_id=run_id, doc_id=doc_id, chunk_ids=chunk_ids)

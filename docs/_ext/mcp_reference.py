@@ -36,7 +36,7 @@ async def _listed(root: Path) -> list[dict[str, Any]]:
     )
     system = MemorySystem(settings, embedder=HashingEmbedder())
     try:
-        async with Client(build_server(system, roots=[root], cwd=root)) as client:
+        async with Client(build_server(system, roots=[root], cwd=root, tool_set="all")) as client:
             tools = (await client.list_tools()).tools
     finally:
         system.close()

@@ -57,6 +57,7 @@ CUSTOM = Settings(
     allowed_roots="/data/notes",
     allow_hard_links=True,
     http_token="a-secret-token",
+    tools="all",
     backend="qdrant",
     pgvector_ef_search=200,
     qdrant_url="http://qdrant.example:6333",

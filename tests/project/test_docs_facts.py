@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from serving.wire_size import MODEL_VIEW, OUTPUT_SCHEMAS, TOOLS_LIST, Size, measure, sizes_of
+from serving.toolspec import TOOL_SETS
+from serving.wire_size import MODEL_VIEW, OUTPUT_SCHEMAS, TOOLS_LIST, measure, sizes_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: A docs/mcp.md table row's first cell -> the ``python -m serving.wire_size`` row it quotes.
@@ -16,6 +17,8 @@ WIRE_ROWS = {
     "… the part a model sees": MODEL_VIEW,
     "… its output schemas": OUTPUT_SCHEMAS,
 }
+#: The last cells of those rows: one per tool set, in this order.
+QUOTED_SETS = ("all", "core")
 #: "31 166 (7 791; 13 667)": characters (chars/4; WordPiece tokens).
 FIGURES = re.compile(r"(\d[\d ]*) \((\d[\d ]*); (\d[\d ]*)\)")
 
@@ -25,8 +28,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def quoted_sizes(doc: Path) -> dict[str, tuple[int, int, int]]:
-    """The figures of the table rows ``WIRE_ROWS`` names: the last cell of each."""
+def quoted_sizes(doc: Path) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """The figures of the table rows ``WIRE_ROWS`` names, by (tool set, row): the last
+    cells of each, one per set of ``QUOTED_SETS``."""
     found = {}
     for line in doc.read_text(encoding="utf-8").splitlines():
         if not line.startswith("|"):
@@ -34,20 +38,24 @@ def quoted_sizes(doc: Path) -> dict[str, tuple[int, int, int]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         row = next((r for label, r in WIRE_ROWS.items() if cells[0].startswith(label)), None)
         if row is not None:
-            match = FIGURES.fullmatch(cells[-1])
-            assert match, f"{doc.name}: no figures in {cells[-1]!r}"
-            chars, quarter, pieces = (int(g.replace(" ", "")) for g in match.groups())
-            found[row] = (chars, quarter, pieces)
+            for tool_set, cell in zip(QUOTED_SETS, cells[-len(QUOTED_SETS) :], strict=True):
+                match = FIGURES.fullmatch(cell)
+                assert match, f"{doc.name}: no figures in {cell!r}"
+                chars, quarter, pieces = (int(g.replace(" ", "")) for g in match.groups())
+                found[tool_set, row] = (chars, quarter, pieces)
     return found
 
 
 @pytest.mark.anyio
 async def test_mcp_doc_quotes_the_measured_tools_list_sizes(tmp_path: Path) -> None:
     # tools/list does not depend on the model: the fast hashing embedder measures it.
-    sizes: dict[str, Size] = sizes_of(await measure(tmp_path, "hashing"))
+    texts = await measure(tmp_path, "hashing")
+    sizes = {tool_set: sizes_of(texts[tool_set]) for tool_set in TOOL_SETS}
     measured = {
-        row: (sizes[row].chars, sizes[row].quarter, sizes[row].wordpiece)
+        (tool_set, row): (size.chars, size.quarter, size.wordpiece)
+        for tool_set in QUOTED_SETS
         for row in WIRE_ROWS.values()
+        for size in [sizes[tool_set][row]]
     }
     assert quoted_sizes(DOCS / "mcp.md") == measured, "rerun python -m serving.wire_size"
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from serving.harness import REPO
-from serving.server import TOOLS
+from serving.server import CORE_TOOLS, TOOLS
 
 AGENTS = sorted((REPO / ".claude" / "agents").glob("*.md"))
 SERVER_TOOLS = {spec.name for spec in TOOLS}
+CORE = {spec.name for spec in CORE_TOOLS}
 
 
 def front_matter_tools(text: str) -> set[str]:
@@ -31,6 +32,16 @@ def test_an_agent_is_given_every_tool_it_is_told_to_call(agent: Path) -> None:
     assert given <= SERVER_TOOLS, f"no such tools: {given - SERVER_TOOLS}"
     called = set(re.findall(r"`(\w+)\(", text)) & SERVER_TOOLS
     assert called <= given, f"{agent.name} calls {called - given} without having them"
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda p: p.stem)
+def test_an_agent_given_maintenance_tools_says_how_to_get_them(agent: Path) -> None:
+    """A server lists only the core tools unless started with HYBRID_RAG_TOOLS=all."""
+    text = agent.read_text()
+    given = {t.removeprefix("mcp__hybrid-rag__") for t in front_matter_tools(text)}
+    if given & (SERVER_TOOLS - CORE):
+        unlisted = sorted(given & (SERVER_TOOLS - CORE))
+        assert "HYBRID_RAG_TOOLS=all" in text, f"{agent.name} is given {unlisted}"
 
 
 def test_there_are_agents() -> None:

@@ -98,7 +98,9 @@ async def test_hints_reaching_a_client_speak_mcp(
     system.update_index()
     system.ingest_text("Fresh, not yet indexed.", "new")
     seen: list[str] = []
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
 
         async def refused(tool: str, args: dict[str, Any], needle: str) -> None:
             result = await client.call_tool(tool, args)

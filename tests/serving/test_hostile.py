@@ -156,7 +156,7 @@ async def test_every_tool_explains_every_refusal(system: MemorySystem, root: Pat
     system.update_index()
     bad: list[str] = []
     swept: set[str] = set()
-    async with Client(build_server(system, roots=[root], cwd=root)) as client:
+    async with Client(build_server(system, roots=[root], cwd=root, tool_set="all")) as client:
         tools = (await client.list_tools()).tools
         for tool in tools:
             for args in calls(tool):

@@ -27,9 +27,13 @@ from serving.errors import WriteLock, tool_errors
 from serving.harness import REPO, StoreLayout, error_text, snapshot, structured
 from serving.loading import DEFAULT_POLICY, LoadPolicy
 from serving.read_tools import ReadTools
-from serving.server import build_server
+from serving.server import CORE_TOOLS, INSTRUCTIONS, TOOLS, build_server
 from serving.toolspec import tool, tool_specs
+from serving.wire import compact_schema
 from serving.write_tools import WriteTools
+
+#: What an agent needs on every turn: search, read around a hit, remember, forget.
+CORE = {"hybrid_search", "get_document_chunks", "ingest_text", "delete_document"}
 
 
 @pytest.fixture
@@ -79,7 +83,9 @@ def test_report_models_keep_every_key_the_library_reports(system: MemorySystem) 
 
 @pytest.mark.anyio
 async def test_unknown_arguments_are_named(system: MemorySystem, tmp_path: Path) -> None:
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
         result = await client.call_tool("find_by_tag", {"tag": "x", "tags": ["y"], "lmit": 3})
         assert result.is_error
         assert "unknown argument(s) lmit, tags" in error_text(result)
@@ -169,7 +175,9 @@ async def test_an_unchanged_ingest_brings_a_lagging_index_up(
     note = tmp_path / "note.md"
     note.write_text("# Note\n\nlanterns in the harbour", encoding="utf-8")
     system.ingest([note], update_index=False)
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
         out = structured(await client.call_tool("ingest", {"file_paths": ["note.md"]}))
     assert out["results"][0]["status"] == "unchanged"
     assert out["index"]["added"] == 1
@@ -182,7 +190,7 @@ class _Tools:
     @tool("Forget", "destructive")
     def forget(self) -> None: ...
 
-    @tool("Read", "read")
+    @tool("Read", "read", core=True)
     def read(self) -> None: ...
 
     @tool("Write", "write", idempotent=True)
@@ -201,8 +209,46 @@ def test_each_tool_declares_its_kind_beside_it_and_is_listed_by_kind() -> None:
         ("write", "write", True),
         ("forget", "destructive", False),
     ]
+    assert [s.name for s in tool_specs(_Tools, "core")] == ["read"]
+    assert [s.name for s in tool_specs(_Tools, "all")] == ["read", "write", "forget"]
     with pytest.raises(TypeError, match=r"_Undeclared\.sneaky is public but declares no tool"):
         tool_specs(_Undeclared)
+
+
+@pytest.mark.anyio
+async def test_a_server_lists_the_core_tools_unless_built_with_all(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        core = {t.name for t in (await client.list_tools()).tools}
+        missing = await client.call_tool("update_index", {})
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")) as c:
+        every = {t.name for t in (await c.list_tools()).tools}
+    assert core == {s.name for s in CORE_TOOLS} == CORE
+    assert every == {s.name for s in TOOLS} and len(every) == 15
+    mentioned = {name for name in every if re.search(rf"\b{name}\b", INSTRUCTIONS["core"])}
+    assert mentioned <= core and {n for n in every if n in INSTRUCTIONS["all"]} >= {"ingest"}
+    assert missing.is_error
+    assert "update_index is a maintenance tool" in error_text(missing)
+    assert "HYBRID_RAG_TOOLS=all" in error_text(missing)
+
+
+def test_a_bad_tool_set_stops_the_server_with_its_name(tmp_path: Path) -> None:
+    assert parse_args([]).tools is None and parse_args(["--tools", "all"]).tools == "all"
+    with pytest.raises(SystemExit):
+        parse_args(["--tools", "most"])
+    env = StoreLayout(tmp_path).env(HYBRID_RAG_TOOLS="most")
+    done = subprocess.run(
+        [sys.executable, "-m", "serving"],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "HYBRID_RAG_TOOLS" in done.stderr and "'core' or 'all'" in done.stderr
 
 
 def test_read_tools_only_read_and_write_tools_do_not_claim_to() -> None:
@@ -239,7 +285,9 @@ async def test_a_bug_reaches_the_client_named_and_its_traceback_the_log(
         raise ZeroDivisionError("division by zero in find_by_tag")
 
     monkeypatch.setattr(system, "find_by_tag", broken)
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
         result = await client.call_tool("find_by_tag", {"tag": "x"})
     assert result.is_error
     assert error_text(result) == (
@@ -343,7 +391,9 @@ async def test_switches_that_change_what_is_written_take_only_json_booleans(
     (tmp_path / "new.md").write_text("# New\n\nA new note.\n")
     args = {k: v.format(doc=old.doc_id) if k == "doc_id" else v for k, v in args.items()}
     before = snapshot(StoreLayout(tmp_path))
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
         result = await client.call_tool(tool, args)
         switch = next(k for k in args if k in ("dry_run", "rebuild_index"))
         assert result.is_error and switch in error_text(result)
@@ -367,3 +417,60 @@ async def test_the_shipped_mcp_json_creates_its_data_folder(tmp_path: Path) -> N
     async with Client(params) as client:
         assert (await client.list_tools()).tools
     assert (tmp_path / "data" / "memory.db").exists() and (tmp_path / "data" / "indices").is_dir()
+
+
+_ONCE = {"$ref": "#/$defs/Once", "description": "the field's"}
+_TWICE = {"$ref": "#/$defs/Twice"}
+_LOOP = {"$ref": "#/$defs/Loop"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "descriptions", "expected"),
+    [
+        # a shape used once is written in place, the field's own keywords kept
+        (
+            {"properties": {"a": _ONCE}, "$defs": {"Once": {"type": "object", "title": "Once"}}},
+            True,
+            {"properties": {"a": {"type": "object", "description": "the field's"}}},
+        ),
+        # one used twice stays a $defs entry; one used once inside another goes in place too
+        (
+            {
+                "properties": {"a": _TWICE, "b": _TWICE, "c": {"$ref": "#/$defs/Outer"}},
+                "$defs": {
+                    "Twice": {"type": "string"},
+                    "Outer": {"properties": {"x": {"$ref": "#/$defs/Inner"}}},
+                    "Inner": {"type": "integer"},
+                },
+            },
+            True,
+            {
+                "properties": {
+                    "a": _TWICE,
+                    "b": _TWICE,
+                    "c": {"properties": {"x": {"type": "integer"}}},
+                },
+                "$defs": {"Twice": {"type": "string"}},
+            },
+        ),
+        # a shape that refers to itself has no end: it stays
+        (
+            {"properties": {"a": _LOOP}, "$defs": {"Loop": {"items": _LOOP, "type": "array"}}},
+            True,
+            {"properties": {"a": _LOOP}, "$defs": {"Loop": {"items": _LOOP, "type": "array"}}},
+        ),
+        # an output schema loses its descriptions, not a property named "description"
+        (
+            {
+                "description": "x",
+                "properties": {"description": {"type": "string", "description": "y"}},
+            },
+            False,
+            {"properties": {"description": {"type": "string"}}},
+        ),
+    ],
+)
+def test_compact_schema(
+    schema: dict[str, Any], descriptions: bool, expected: dict[str, Any]
+) -> None:
+    assert compact_schema(schema, descriptions=descriptions) == expected

@@ -69,7 +69,7 @@ async def test_every_tool_bound_to_a_sees_nothing_of_b(
             seen.append(error_text(result).replace(doc_id, "<id>"))
         assert seen[0] == seen[1], tool
 
-    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path, tool_set="all")) as client:
         searches = [
             {"query": B_TEXT},
             {"query": "confidential budget", "tags": ["team-b"]},
@@ -119,7 +119,7 @@ async def test_a_run_of_b_is_no_such_run_to_a(
     empty = b.run_forgetting_batch(dry_run=False, score_threshold=0.0)
     assert (archived.archived, empty.archived) == (1, 0)
     seen = []
-    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(build_server(a, roots=[tmp_path], cwd=tmp_path, tool_set="all")) as client:
         for run_id in (archived.run_id, empty.run_id, "20261202T000000Z-0123abcd"):
             assert run_id is not None
             result = await client.call_tool("restore_archived", {"run_id": run_id})

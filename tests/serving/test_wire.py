@@ -1,7 +1,8 @@
 """The wire contract: what ``tools/list`` advertises and what each result carries.
 
-The whole ``tools/list`` is compared with a checked-in snapshot, so a description
-or schema that drifts fails here (``UPDATE_SNAPSHOTS=1`` rewrites it). Every
+The whole ``tools/list`` of the ``all`` set is compared with a checked-in snapshot,
+so a description or schema that drifts fails here (``UPDATE_SNAPSHOTS=1`` rewrites
+it); the default ``core`` set lists the same definitions of fewer tools. Every
 tool is called once and its ``structuredContent`` validated against the output
 schema it advertises; the text content is the same JSON, compact.
 """
@@ -24,7 +25,7 @@ from mcp.types import CallToolResult, TextContent, Tool
 from memory_pipeline.system import MemorySystem
 from serving.harness import structured
 from serving.schemas import ChunkIn, Hit
-from serving.server import build_server
+from serving.server import CORE_TOOLS, build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,8 @@ async def client(system_without_grace: MemorySystem, tmp_path: Path) -> AsyncIte
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "fusion.md").write_text(NOTE)
-    async with Client(build_server(system_without_grace, roots=[docs], cwd=docs)) as c:
+    server = build_server(system_without_grace, roots=[docs], cwd=docs, tool_set="all")
+    async with Client(server) as c:
         yield c
 
 
@@ -65,10 +67,26 @@ async def test_list_tools_matches_wire_snapshot(client: Client) -> None:
     )
 
 
+async def test_core_lists_the_snapshot_s_definitions_of_the_core_tools_in_a_budget(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    """An agent pays for the default list on every turn: at most a quarter of what all
+    tools cost before the lists were split (31 226 characters)."""
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        listed = await client.list_tools()
+    core = wire(listed.tools)
+    snapshot = {t["name"]: t for t in json.loads(SNAPSHOT.read_text())}
+    assert [t["name"] for t in core] == [s.name for s in CORE_TOOLS]
+    assert core == [snapshot[t["name"]] for t in core]
+    assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= 31_226 // 4
+
+
 async def test_descriptions_and_schemas_are_clean(client: Client) -> None:
     tools = {t.name: t for t in (await client.list_tools()).tools}
     search = tools["hybrid_search"].description or ""
-    assert "by rank" not in search and "convex" in search and "HYBRID_RAG_FUSION=rrf" in search
+    # Fusion is the server's choice (HYBRID_RAG_FUSION), not the caller's: the description
+    # says only that the two are fused, never how wrongly ("by rank" for a convex default).
+    assert "by rank" not in search and "fused" in search
     for name, tool in tools.items():
         description = tool.description or ""
         assert "\n " not in description and description == description.strip(), name

@@ -105,7 +105,9 @@ async def test_mcp_search_without_its_index_folder_is_a_tool_error(
     system.ingest_text("Reciprocal rank fusion adds one over k plus rank.", "fusion")
     system.update_index()
     shutil.rmtree(system.settings.index_path)
-    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+    async with Client(
+        build_server(system, roots=[tmp_path], cwd=tmp_path, tool_set="all")
+    ) as client:
         missing = await client.call_tool("hybrid_search", {"query": "rank fusion"})
         rebuilt = await client.call_tool("rebuild_index", {})
         found = await client.call_tool("hybrid_search", {"query": "rank fusion"})
