@@ -51,6 +51,9 @@ from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
 from memory_pipeline.store.engine import sqlite_url
 
 _SEARCH = SearchRequest()
+#: The MCP server's tool sets (``serving/toolspec.py`` says which tool is in which).
+ToolSet = Literal["core", "all"]
+TOOL_SETS: tuple[ToolSet, ...] = ("core", "all")
 _MEMORY = MemoryParams()
 Unit = Annotated[float, annotated_types.Ge(0.0), annotated_types.Le(1.0)]
 
@@ -159,7 +162,7 @@ class ServingSettings(Section):
     allow_hard_links: bool = _var("ALLOW_HARD_LINKS", False)
     http_token: str | None = _var("HTTP_TOKEN", repr=False)
     # the tools the server lists: core (search, read, remember, forget) or all (maintenance too)
-    tools: Literal["core", "all"] = _var("TOOLS", "core")
+    tools: ToolSet = _var("TOOLS", "core")
 
 
 class Settings(BaseSettings):

@@ -17,12 +17,11 @@ from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
 from typing import NoReturn
 
-from memory_pipeline.config import Settings
+from memory_pipeline.config import TOOL_SETS, Settings
 from memory_pipeline.errors import MemoryPipelineError
 from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
 from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
-from serving.toolspec import TOOL_SETS
 
 log = logging.getLogger("serving")
 

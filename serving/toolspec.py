@@ -21,9 +21,10 @@ from typing import Any, Literal, TypeVar
 
 from mcp.types import ToolAnnotations
 
+from memory_pipeline.config import TOOL_SETS as TOOL_SETS
+from memory_pipeline.config import ToolSet as ToolSet
+
 Kind = Literal["read", "write", "destructive"]
-ToolSet = Literal["core", "all"]
-TOOL_SETS: tuple[ToolSet, ...] = ("core", "all")
 #: The order of ``tools/list``: reads first, then writes, then destructive tools.
 KINDS: tuple[Kind, ...] = ("read", "write", "destructive")
 _SPEC = "__tool_spec__"
