@@ -111,7 +111,7 @@ def _drop_last_block(text: str) -> str:
         (_drop_section, "heading levels differ"),
         (lambda t: t.replace("\n## ", "\n### ", 1), "heading levels differ"),
         (_change_first_command, "code block 1 differs"),
-        (lambda t: t.replace("--top-k 5", "--top-k 3", 1), "code block 2 differs"),
+        (lambda t: t.replace("--top-k 5", "--top-k 3", 1), "code block 3 differs"),
         (_drop_last_block, "code blocks vs"),
     ],
     ids=["section-dropped", "heading-level", "command-changed", "flag-changed", "block-dropped"],
