@@ -33,8 +33,7 @@ def _memory(root: Path, space: str = "default") -> MemorySystem:
     return MemorySystem(
         Settings(db_path=root / "m.db", index_path=root / "idx", model_cache=root),
         embedder=RandomEmbedder(),
-        spaces=Spaces.bound(space),
-    )
+    ).bound(Spaces.bound(space))
 
 
 def bench_search(workdir: Path, mine: int, others: int, queries: int) -> dict[str, float]:
@@ -42,7 +41,7 @@ def bench_search(workdir: Path, mine: int, others: int, queries: int) -> dict[st
     another space of the same memory, against a memory holding the ``mine`` alone."""
     shared = _memory(workdir / f"shared-{mine}-{others}", "project-a")
     fill(shared, mine, seed=mine, prefix="a")
-    fill(shared.in_space("project-b"), others, seed=others + 1, prefix="b")
+    fill(shared.bound(Spaces.bound("project-b")), others, seed=others + 1, prefix="b")
     shared.update_index()
     alone = _memory(workdir / f"alone-{mine}", "project-a")
     fill(alone, mine, seed=mine, prefix="a")
@@ -94,7 +93,7 @@ def bench_second_space(workdir: Path, n_files: int) -> dict[str, float]:
     _ = embedder.model  # loaded outside the measured ingests
     out: dict[str, float] = {"files": len(files)}
     for space in ("project-a", "project-b"):
-        system = MemorySystem(settings, embedder=embedder, spaces=Spaces.bound(space))
+        system = MemorySystem(settings, embedder=embedder).bound(Spaces.bound(space))
         start = time.perf_counter()
         results = system.ingest(files, update_index=True)
         out[f"{space}_s"] = time.perf_counter() - start

@@ -56,17 +56,17 @@ class MemorySystem:
         *,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
-        spaces: Spaces | None = None,
         opening: Opening = Opening.WRITABLE,
         progress: bool = True,
     ) -> None:
-        """``spaces`` binds the memory to the space it writes and those it reads (default:
-        what the settings say); the store applies it to every query. ``opening``: whether
+        """The settings bind the memory to the space it writes and those it reads
+        (``Settings.spaces``); the store applies it to every query, and ``bound`` gives
+        this memory under another binding. ``opening``: whether
         the database must be writable (``store.read_only`` says how it was opened).
         ``progress``: show the bar of a model prepared on first use (the default model
         unpacked, exported)."""
         self.settings = settings
-        self.spaces = spaces or settings.spaces()
+        self.spaces = settings.spaces()
         local = settings.index.backend == "local"
         self.store = open_store(
             settings.url, self.spaces, opening, index_folder=settings.index_path if local else None
@@ -105,15 +105,17 @@ class MemorySystem:
         self.backend.close()
         self.store.close()
 
-    def in_space(self, space: str) -> Self:
-        """This memory writing to (and reading) ``space`` alone: the same database, index
-        and models. For a caller that routes by space itself (a sources root that names
-        its space); it shares this memory's connections, so close this one, not it."""
-        if self.spaces == Spaces.bound(space):
+    def bound(self, spaces: Spaces) -> Self:
+        """This memory under another binding: the same database, index and models, writing
+        and reading as ``spaces`` says (``Spaces.bound(space)``: one space alone;
+        ``Spaces.everything()``: an operator's report across spaces). The one way to
+        re-bind a memory, whose binding otherwise comes from its settings. The two share
+        their connections: close one of them, once (closing either closes both)."""
+        if spaces == self.spaces:
             return self
         other = copy.copy(self)
-        other.spaces = Spaces.bound(space)
-        other.store = self.store.in_space(space)
+        other.spaces = spaces
+        other.store = self.store.bound(spaces)
         other._compose()
         return other
 

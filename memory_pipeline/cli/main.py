@@ -75,11 +75,9 @@ def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from memory_pipeline.system import MemorySystem, Opening
 
     settings = _settings(args)
-    everything = Spaces.everything() if getattr(args, "all_spaces", False) else None
     progress = not getattr(args, "no_progress", False)
-    return MemorySystem(
-        settings, spaces=everything, opening=Opening(_opening(args)), progress=progress
-    )
+    system = MemorySystem(settings, opening=Opening(_opening(args)), progress=progress)
+    return system.bound(Spaces.everything()) if getattr(args, "all_spaces", False) else system
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

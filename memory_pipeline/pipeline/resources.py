@@ -69,13 +69,13 @@ class MemoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def spaces(self) -> Spaces:
         """The one space binding of this resource (``HYBRID_RAG_SPACE``, ``..._READ_SPACES``):
-        ``system()`` and ``store()`` (so ``watched()``) all open theirs with it, so what a
-        run writes is where a sensor or a check looks."""
+        ``system()`` (from the same settings) and ``store()`` (so ``watched()``) all open
+        theirs with it, so what a run writes is where a sensor or a check looks."""
         return self.settings().spaces()
 
     def system(self) -> MemorySystem:
         if self._system is None:
-            self._system = MemorySystem(self.settings(), spaces=self.spaces())
+            self._system = MemorySystem(self.settings())
         return self._system
 
     def store(self) -> Store:

@@ -43,8 +43,8 @@ class StoreView(Protocol):
     @property
     def spaces(self) -> Spaces: ...
 
-    def in_space(self, space: str) -> Self:
-        """The same store bound to write (and read) ``space``."""
+    def bound(self, spaces: Spaces) -> Self:
+        """The same store under another binding (``Store.bound``)."""
         ...
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]: ...
@@ -150,7 +150,7 @@ def plural(n: int, word: str = "conversation") -> str:
 
 def file_status(store: StoreView, sf: SourceFile, ledger: Ledger) -> FileStatus:
     if sf.root.space is not None:  # the root's files live in a space of their own
-        store = store.in_space(sf.root.space)
+        store = store.bound(Spaces.bound(sf.root.space))
 
     def status(state: FileState, reason: str = "", documents: int = 0) -> FileStatus:
         return FileStatus(sf.path, sf.root.name, sf.root.kind, state, reason, documents)
@@ -204,7 +204,7 @@ def deleted_statuses(
         if name in here or path.exists():
             continue
         root = config.root_for(path)
-        where = store.in_space(root.space) if root is not None and root.space else store
+        where = store.bound(Spaces.bound(root.space)) if root is not None and root.space else store
         sources = entry.sources or [source_key(path)]
         n = sum(len(where.documents_by_source(s)) for s in sources)
         if n:

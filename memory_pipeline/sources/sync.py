@@ -39,6 +39,7 @@ from memory_pipeline.sources.status import (
     scan,
     source_key,
 )
+from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import IngestResult
 
 PENDING_STATES = (FileState.NEW, FileState.CHANGED)
@@ -63,13 +64,13 @@ class SyncTarget(Protocol):
 
     def delete_document(self, doc_id: str) -> int: ...
 
-    def in_space(self, space: str) -> Self:
-        """The same memory, writing to ``space``."""
+    def bound(self, spaces: Spaces) -> Self:
+        """The same memory under another binding (``MemorySystem.bound``)."""
         ...
 
 
 class _Spaced(Protocol):
-    def in_space(self, space: str) -> Self: ...
+    def bound(self, spaces: Spaces) -> Self: ...
 
 
 _S = TypeVar("_S", bound=_Spaced)
@@ -77,7 +78,9 @@ _S = TypeVar("_S", bound=_Spaced)
 
 def _for_root(target: _S, root: SourceRoot | None) -> _S:
     """Where a root's files go: its own space when it names one."""
-    return target.in_space(root.space) if root is not None and root.space else target
+    if root is None or not root.space:
+        return target
+    return target.bound(Spaces.bound(root.space))
 
 
 @dataclass

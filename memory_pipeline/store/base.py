@@ -114,12 +114,14 @@ class StoreBase:
             conn.execute(sa.insert(IndexChange), [{"chunk_id": i, "op": "del"} for i in ids])
         conn.info[_CHUNKS_CHANGED] = True
 
-    def in_space(self, space: str) -> Self:
-        """This store (the same engine) bound to write and read ``space`` alone."""
-        if self.spaces == Spaces.bound(space):
+    def bound(self, spaces: Spaces) -> Self:
+        """This store under another binding: the same engine, writing and reading as
+        ``spaces`` says (``Spaces.bound(space)``: one space alone). The one way to re-bind
+        a store. The two share their connections: close one of them, once."""
+        if spaces == self.spaces:
             return self
         other = copy.copy(self)
-        other.spaces = Spaces.bound(space)
+        other.spaces = spaces
         return other
 
     def readable(self, column: Any) -> Any:

@@ -79,8 +79,8 @@ def main() -> None:
         archive_path=index.parent / "archive",
         backend=backend,
     )
-    system = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound(spaces[0]))
-    bound = [system.in_space(space) for space in spaces]
+    system = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound(spaces[0]))
+    bound = [system.bound(Spaces.bound(space)) for space in spaces]
     rng = random.Random(f"{role}-{spaces[0]}")
     lists: dict[str, list] = {
         k: []

@@ -290,7 +290,7 @@ def test_a_foreign_model_is_refused(open_memory: Factory) -> None:
 def test_a_space_never_sees_another(open_memory: Factory) -> None:
     memory = open_memory()
     _fill(memory)
-    team = memory.in_space("team")
+    team = memory.bound(Spaces.bound("team"))
     team.ingest_text("The team's private roadmap mentions the index version.", "roadmap")
     team.ingest_text("Cats of the team sleep in the sun.", "team-cats")
     for step in ("before", "after"):
@@ -310,8 +310,8 @@ def test_a_space_never_sees_another(open_memory: Factory) -> None:
             assert not mine & {"roadmap", "team-cats"}, (step, query)
             assert theirs <= {"roadmap", "team-cats"}, (step, query)
         memory.update_index()
-    both = MemorySystem(
-        memory.settings, embedder=HashingEmbedder(), spaces=Spaces.bound("default", ("team",))
+    both = MemorySystem(memory.settings, embedder=HashingEmbedder()).bound(
+        Spaces.bound("default", ("team",))
     )
     try:
         assert "roadmap" in _titles(both, "roadmap", top_k=20)
@@ -349,10 +349,12 @@ def test_a_space_beside_another_finds_its_new_notes(open_memory: Factory) -> Non
     memory = open_memory()
     _fill(memory)
     memory.update_index()
-    writer = memory.in_space("mine")
-    memory.in_space("other").ingest_text("Walruses bask on the northern shore.", "walrus")
+    writer = memory.bound(Spaces.bound("mine"))
+    memory.bound(Spaces.bound("other")).ingest_text(
+        "Walruses bask on the northern shore.", "walrus"
+    )
     writer.ingest_text("Owls hunt at night in the forest.", "owls")
-    server = MemorySystem(memory.settings, embedder=HashingEmbedder(), spaces=Spaces.bound("mine"))
+    server = MemorySystem(memory.settings, embedder=HashingEmbedder()).bound(Spaces.bound("mine"))
     try:
         notes = {"owls": "owls hunt night forest"}
         for i, step in enumerate(["nothing", "update", "rebuild", "server ingests", "update"]):

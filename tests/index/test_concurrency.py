@@ -229,10 +229,12 @@ def test_a_live_note_is_found_whenever_another_process_publishes(
     version. Every search finds the note."""
     settings = make_settings(tmp_path, backend=index_backend)
     writer = _open(settings)
-    writer.in_space("other").ingest_text("Walruses bask on the northern shore.", "walrus")
+    writer.bound(Spaces.bound("other")).ingest_text(
+        "Walruses bask on the northern shore.", "walrus"
+    )
     _seed(writer, 3, "old")
     writer.update_index()
-    server = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound(DEFAULT_SPACE))
+    server = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound(DEFAULT_SPACE))
 
     def note(n: int) -> tuple[str, str]:
         text = f"Penguin {n} waddles across floe{n} and hums tune{n}."

@@ -148,7 +148,7 @@ def test_spaces_find_their_notes_while_versions_are_published(
     system.close()
     for writer in writers:
         [space] = writer["spaces"]
-        system = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound(space))
+        system = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound(space))
         live = {doc_id for doc_id, _ in writer["live"]}
         assert len(system.store.get_chunks(system.store.all_ids())) == len(live)  # one chunk each
         for doc_id, text in writer["live"] + writer["deleted"]:

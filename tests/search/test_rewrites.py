@@ -20,7 +20,7 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.search.fusion import fuse_phrasings, phrasing_weights
 from memory_pipeline.search.phrasings import MAX_REWRITES, phrasings
 from memory_pipeline.search.run import Run
-from memory_pipeline.spaces import Spaces
+from memory_pipeline.spaces import DEFAULT_SPACE, Spaces
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters, SearchResult
 from tests.conftest import make_settings
@@ -92,15 +92,12 @@ class RecordingReranker:
 def build(
     tmp_path: Path,
     fusion: str = "convex",
-    space: str | None = None,
+    space: str = DEFAULT_SPACE,
     reranker: RecordingReranker | None = None,
 ) -> MemorySystem:
-    system = MemorySystem(
-        make_settings(tmp_path, fusion=fusion),
-        embedder=HashingEmbedder(),
-        spaces=Spaces.bound(space) if space else None,
-        reranker=reranker,
-    )
+    settings = make_settings(tmp_path, fusion=fusion)
+    system = MemorySystem(settings, embedder=HashingEmbedder(), reranker=reranker)
+    system = system.bound(Spaces.bound(space))
     for title, (text, tag) in NOTES.items():
         meta: dict[str, Any] = {"tags": [tag], "source_date": "2026-01-01"}
         if title == "principle":
@@ -244,8 +241,8 @@ def test_rewrites_never_bring_in_filtered_out_chunks(
 
 def test_rewrites_stay_in_the_space_the_memory_reads(tmp_path: Path) -> None:
     mine = build(tmp_path, space="mine")
-    other = MemorySystem(
-        make_settings(tmp_path), embedder=HashingEmbedder(), spaces=Spaces.bound("other")
+    other = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder()).bound(
+        Spaces.bound("other")
     )
     try:
         other.ingest_text("Secret: the car maintenance budget of the other team.", "secret")

@@ -34,8 +34,8 @@ def anyio_backend() -> str:
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[tuple[MemorySystem, MemorySystem, str]]:
     settings = make_settings(tmp_path)
-    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
-    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    a = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-b"))
     a.ingest_text("Project A lights the harbour lanterns at dusk.", "a-note", {"tags": ["a"]})
     secret = b.ingest_text(B_TEXT, "b-secret", {"tags": ["team-b"]}).doc_id
     a.update_index()

@@ -17,8 +17,8 @@ from tests.store.test_store import chunks, doc, vecs
 
 def test_space_restriction_follows_what_other_spaces_hold(db_url: str) -> None:
     a = Store(db_url, spaces=Spaces.bound("a"))
-    b = a.in_space("b")
-    assert a.in_space("a") is a and b.spaces == Spaces.bound("b")
+    b = a.bound(Spaces.bound("b"))
+    assert a.bound(Spaces.bound("a")) is a and b.spaces == Spaces.bound("b")
     every = Store(db_url, spaces=Spaces.everything())
     mine = a.add_document(doc("x"), chunks("x0", "x1"), vecs(2), "m")
     assert a.space_restriction() is None  # no other space holds chunks: nothing to restrict

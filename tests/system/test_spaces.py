@@ -35,8 +35,8 @@ B_NOTES = {
 def pair(tmp_path: Path, db_url: str) -> Iterator[tuple[MemorySystem, MemorySystem]]:
     """Two systems over one database (SQLite and PostgreSQL) and one index folder."""
     settings = make_settings(tmp_path, database_url=db_url)
-    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
-    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    a = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-b"))
     for title, text in A_NOTES.items():
         a.ingest_text(text, title, {"tags": ["team-a"]})
     for title, text in B_NOTES.items():
@@ -108,6 +108,21 @@ def test_counts_are_per_space(pair: tuple[MemorySystem, MemorySystem]) -> None:
     assert stats.documents == 2 and dict(stats.top_tags) == {"team-a": 2}
 
 
+def test_bound_is_the_same_memory_under_another_binding(
+    pair: tuple[MemorySystem, MemorySystem],
+) -> None:
+    """The settings bind a memory; ``bound`` gives the same parts (database, index,
+    models) under another binding, and the binding it already has is itself."""
+    a, _ = pair
+    every = a.bound(Spaces.everything())
+    assert a.bound(Spaces.bound("project-a")) is a
+    assert every.spaces == every.store.spaces == Spaces.everything()
+    assert every.store.engine is a.store.engine and every.backend is a.backend
+    assert every.embedder is a.embedder and every.reranker is a.reranker
+    assert every.counts() == {"documents": 4, "chunks": 4}
+    assert a.counts() == {"documents": 2, "chunks": 2}
+
+
 class CountingEmbedder(HashingEmbedder):
     """The test embedder, counting the passages it embeds."""
 
@@ -125,8 +140,8 @@ def test_the_same_file_is_stored_per_space_and_embedded_once(tmp_path: Path) -> 
     note = tmp_path / "shared-note.md"
     note.write_text("# Shared\n\nA principle both projects keep.\n\n" + "More text. " * 80)
     embedder = CountingEmbedder()
-    a = MemorySystem(settings, embedder=embedder, spaces=Spaces.bound("project-a"))
-    b = MemorySystem(settings, embedder=embedder, spaces=Spaces.bound("project-b"))
+    a = MemorySystem(settings, embedder=embedder).bound(Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=embedder).bound(Spaces.bound("project-b"))
     try:
         [first] = a.ingest([note])
         embedded = embedder.passages
@@ -145,11 +160,11 @@ def test_the_same_file_is_stored_per_space_and_embedded_once(tmp_path: Path) -> 
 
 def test_a_space_may_read_another_but_not_change_it(tmp_path: Path, db_url: str) -> None:
     settings = make_settings(tmp_path, database_url=db_url)
-    shared = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("shared"))
-    reader = MemorySystem(
-        settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a", ["shared"])
+    shared = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("shared"))
+    reader = MemorySystem(settings, embedder=HashingEmbedder()).bound(
+        Spaces.bound("project-a", ["shared"])
     )
-    other = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    other = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-b"))
     try:
         doc = shared.ingest_text("Principle: publish the index atomically.", "principle").doc_id
         hits = reader.query(
@@ -177,16 +192,12 @@ def test_filters_apply_before_the_cut_per_space(tmp_path: Path) -> None:
     topics = ["harbour", "lantern", "ledger", "survey", "budget", "release", "keeper", "tide"]
     a_texts = [f"{topics[i % 8]} note {i} about {topics[(i * 3) % 8]} work" for i in range(20)]
     b_texts = [f"{topics[i % 8]} entry {i} on {topics[(i * 5) % 8]} matters" for i in range(1980)]
-    shared = MemorySystem(
-        make_settings(tmp_path / "shared"),
-        embedder=HashingEmbedder(),
-        spaces=Spaces.bound("project-a"),
+    shared = MemorySystem(make_settings(tmp_path / "shared"), embedder=HashingEmbedder()).bound(
+        Spaces.bound("project-a")
     )
     alone = MemorySystem(make_settings(tmp_path / "alone"), embedder=HashingEmbedder())
-    b = MemorySystem(
-        make_settings(tmp_path / "shared"),
-        embedder=HashingEmbedder(),
-        spaces=Spaces.bound("project-b"),
+    b = MemorySystem(make_settings(tmp_path / "shared"), embedder=HashingEmbedder()).bound(
+        Spaces.bound("project-b")
     )
     try:
         for i, text in enumerate(a_texts):
@@ -323,7 +334,7 @@ def test_reusing_a_vector_of_an_unreadable_space_reads_as_embedding(
     empty.close()
     settings = make_settings(tmp_path, database_url=db_url)
     memory = {
-        name: MemorySystem(settings, embedder=HashingEmbedder(), spaces=spaces)
+        name: MemorySystem(settings, embedder=HashingEmbedder()).bound(spaces)
         for name, spaces in {
             "a": Spaces.bound("project-a"),
             "b": Spaces.bound("project-b"),
@@ -345,8 +356,8 @@ def test_restore_does_not_tell_which_texts_another_space_holds(tmp_path: Path) -
     """A restored chunk whose archived vector is of an older model takes a vector of the
     same text from another space, and counts it as re-embedded, as if B held nothing."""
     settings = make_settings(tmp_path)
-    a = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a"))
-    b = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-b"))
+    a = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-a"))
+    b = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("project-b"))
     try:
         text = B_NOTES["b-plan"]
         a.ingest_text(text, "plan")
@@ -463,11 +474,11 @@ def test_a_sources_root_names_its_space(tmp_path: Path) -> None:
         "    knowledge_type: principle\n"
     )
     cfg = load_sources(sources)
-    memory = MemorySystem(
-        make_settings(tmp_path), embedder=HashingEmbedder(), spaces=Spaces.bound("project-a")
+    memory = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder()).bound(
+        Spaces.bound("project-a")
     )
-    shared = MemorySystem(
-        make_settings(tmp_path), embedder=HashingEmbedder(), spaces=Spaces.bound("shared")
+    shared = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder()).bound(
+        Spaces.bound("shared")
     )
     try:
         with open_ledger(cfg.state_path) as ledger:
@@ -508,15 +519,17 @@ def test_bm25_statistics_are_those_of_the_space(tmp_path: Path) -> None:
     """A term that is rare in A but everywhere in B keeps A's weight in A's searches."""
     a_texts = ["alpha alpha gamma", "beta delta", "gamma epsilon", "delta zeta"]
     b_texts = [f"alpha filler{i}" for i in range(300)]
-    shared = MemorySystem(
-        make_settings(tmp_path / "s"), embedder=HashingEmbedder(), spaces=Spaces.bound("a")
+    shared = MemorySystem(make_settings(tmp_path / "s"), embedder=HashingEmbedder()).bound(
+        Spaces.bound("a")
     )
     alone = MemorySystem(make_settings(tmp_path / "alone"), embedder=HashingEmbedder())
     try:
         for i, text in enumerate(a_texts):
             shared.ingest_text(text, f"a{i}")
             alone.ingest_text(text, f"a{i}")
-        shared.in_space("b").ingest_loaded([_text(t, f"b{i}") for i, t in enumerate(b_texts)])
+        shared.bound(Spaces.bound("b")).ingest_loaded(
+            [_text(t, f"b{i}") for i, t in enumerate(b_texts)]
+        )
         shared.update_index()
         alone.update_index()
 
@@ -540,9 +553,9 @@ def test_a_search_over_two_spaces_merges_their_partitions(tmp_path: Path) -> Non
     """Reading A and shared: both BM25 partitions are searched, and a chunk not yet in
     the published index (in either space) is found at once."""
     settings = make_settings(tmp_path)
-    shared = MemorySystem(settings, embedder=HashingEmbedder(), spaces=Spaces.bound("shared"))
-    reader = MemorySystem(
-        settings, embedder=HashingEmbedder(), spaces=Spaces.bound("project-a", ["shared"])
+    shared = MemorySystem(settings, embedder=HashingEmbedder()).bound(Spaces.bound("shared"))
+    reader = MemorySystem(settings, embedder=HashingEmbedder()).bound(
+        Spaces.bound("project-a", ["shared"])
     )
     try:
         shared.ingest_text("shared lighthouse keeper rota", "shared-rota")
