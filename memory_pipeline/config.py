@@ -39,8 +39,12 @@ from memory_pipeline.embedding.settings import default_cache_dir as default_cach
 from memory_pipeline.errors import InvalidInputError, SettingError
 from memory_pipeline.index.settings import IndexSettings as IndexSettings
 from memory_pipeline.ingest.settings import IngestSettings as IngestSettings
-from memory_pipeline.memory.forgetting import DEFAULT_MAX_FRACTION, DEFAULT_SCORE_THRESHOLD
-from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
+from memory_pipeline.memory.scoring import (
+    DEFAULT_GRACE_DAYS,
+    DEFAULT_MAX_FRACTION,
+    DEFAULT_SCORE_THRESHOLD,
+    MemoryParams,
+)
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
 from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchRequest
@@ -48,7 +52,7 @@ from memory_pipeline.sections import Refused, Section
 from memory_pipeline.sections import no_placeholder as _no_placeholder
 from memory_pipeline.sections import var as _var
 from memory_pipeline.spaces import DEFAULT_SPACE, Spaces, check_space
-from memory_pipeline.store.engine import sqlite_url
+from memory_pipeline.store.urls import sqlite_url
 
 _SEARCH = SearchRequest()
 #: The MCP server's tool sets (``serving/toolspec.py`` says which tool is in which).

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def fsync_file(path: Path) -> None:
@@ -58,6 +60,8 @@ def replace_text(path: Path, text: str) -> None:
 
 def save_npy(path: Path, array: np.ndarray) -> None:
     """``np.save`` to ``path``, fsynced."""
+    import numpy as np  # only here: the text writers above are imported by light modules
+
     with open(path, "wb") as fh:
         np.save(fh, array)
         fh.flush()

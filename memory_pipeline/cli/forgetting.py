@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from memory_pipeline.cli.flags import add_all_spaces
 from memory_pipeline.config import Settings, variable
-from memory_pipeline.memory.forgetting import (
+from memory_pipeline.memory.scoring import (
+    DEFAULT_GRACE_DAYS,
     DEFAULT_MAX_FRACTION,
     DEFAULT_SCORE_THRESHOLD,
-    ForgettingReport,
-    RestoreReport,
+    MemoryParams,
 )
-from memory_pipeline.memory.scoring import DEFAULT_GRACE_DAYS, MemoryParams
 
 if TYPE_CHECKING:
+    from memory_pipeline.memory.forgetting import ForgettingReport, RestoreReport
     from memory_pipeline.system import MemorySystem
 
 

@@ -24,8 +24,7 @@ from memory_pipeline.errors import MemoryPipelineError
 from memory_pipeline.index.backends.names import BACKENDS
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
-from memory_pipeline.search.params import DEFAULT_TOP_K
-from memory_pipeline.search.phrasings import MAX_REWRITES
+from memory_pipeline.search.params import DEFAULT_TOP_K, MAX_REWRITES
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.failures import file_error
 from memory_pipeline.types import IndexUpdateResult, SearchFilters

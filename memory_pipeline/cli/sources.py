@@ -20,7 +20,6 @@ from typing import Any
 
 from memory_pipeline.config import pipeline_variable
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.memory.health import render_table
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
 from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
 from memory_pipeline.sources.status import FileStatus, missing_roots, sources_status
@@ -52,6 +51,8 @@ def render_status(statuses: list[FileStatus], config: SourcesConfig) -> str:
     lines += [f"  root {r.name}: folder {r.path} does not exist" for r in missing_roots(config)]
     rows = [[s.state.value, _shown(s, config), str(s.documents), s.reason] for s in statuses]
     if rows:
+        from memory_pipeline.memory.health import render_table  # loads the store: only here
+
         lines += ["", render_table(["state", "file", "documents", "reason"], rows)]
     return "\n".join(lines)
 

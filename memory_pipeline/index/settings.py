@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import annotated_types
 from pydantic import field_validator
 
-from memory_pipeline.index.backends.local.dense import (
+from memory_pipeline.index.backends.local.defaults import (
     DEFAULT_DENSE_INDEX,
     DEFAULT_IVF_THRESHOLD,
     DENSE_INDEXES,

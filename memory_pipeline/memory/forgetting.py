@@ -35,6 +35,8 @@ from memory_pipeline.memory.archive import (
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import (
     DEFAULT_GRACE_DAYS,
+    DEFAULT_MAX_FRACTION,
+    DEFAULT_SCORE_THRESHOLD,
     MemoryFields,
     MemoryParams,
     forgetting_verdict,
@@ -55,10 +57,6 @@ __all__ = [
     "run_forgetting_batch",
 ]
 
-#: Memory value below which a chunk is a forgetting candidate.
-DEFAULT_SCORE_THRESHOLD = 0.05
-#: A real run that would archive more than this share of live chunks is refused.
-DEFAULT_MAX_FRACTION = 0.2
 _BATCH = 500  # rows per statement: well below SQLite's bound-parameter cap
 _SNIPPET = 100
 

@@ -54,6 +54,10 @@ class CutReason(StrEnum):
 
 #: Days after ingest or the last access in which decay alone never makes a candidate.
 DEFAULT_GRACE_DAYS = 30.0
+#: Memory value below which a chunk is a forgetting candidate.
+DEFAULT_SCORE_THRESHOLD = 0.05
+#: A real forgetting run that would archive more than this share of live chunks is refused.
+DEFAULT_MAX_FRACTION = 0.2
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory_pipeline.errors import InvalidInputError
-
-#: Relevance's share against novelty (Carbonell & Goldstein's λ).
-DEFAULT_MMR_LAMBDA = 0.7
+from memory_pipeline.search.params import DEFAULT_MMR_LAMBDA
 
 
 def mmr_select(

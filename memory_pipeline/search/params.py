@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, parse_fusion
-from memory_pipeline.search.mmr import DEFAULT_MMR_LAMBDA
 
 #: Chunks a search returns unless asked otherwise, and the most a library call may ask for.
 DEFAULT_TOP_K = 5
@@ -21,6 +20,11 @@ MAX_TOP_K = 1000
 MAX_TOP_N = 10_000
 #: Guaranteed candidates (principles, important chunks) a search may add.
 MAX_GUARANTEED = 1000
+#: Relevance's share against novelty in MMR (Carbonell & Goldstein's λ; ``mmr.py``).
+DEFAULT_MMR_LAMBDA = 0.7
+#: Rewrites one search may take besides the query; each costs a full candidate
+#: generation (``phrasings.py``).
+MAX_REWRITES = 8
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,7 @@ import numpy as np
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.metadata import check_text
-
-#: Rewrites one search may take besides the query; each costs a full candidate generation.
-MAX_REWRITES = 8
+from memory_pipeline.search.params import MAX_REWRITES as MAX_REWRITES
 
 
 def phrasings(query: str, rewrites: Sequence[str]) -> tuple[str, ...]:

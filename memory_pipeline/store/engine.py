@@ -5,26 +5,27 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from memory_pipeline.errors import InvalidInputError, StorageError
 from memory_pipeline.store.failures import DATABASE_UNCHANGED, storage_error
+from memory_pipeline.store.urls import sqlite_file as sqlite_file
+from memory_pipeline.store.urls import sqlite_url as sqlite_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: The newest schema revision (the last file in ``migrations/versions``), known without
+#: loading the migration tool: opening a current database only reads its revision.
+HEAD_REVISION = "0006"
+VERSION_TABLE = "alembic_version"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "memory_pipeline_write"
-
-
-def sqlite_url(path: Path) -> str:
-    return f"sqlite:///{path}"
 
 
 def _enable_wal(cur: Any) -> None:
@@ -118,14 +119,6 @@ def _storage_errors(engine: Engine) -> None:
     sa.event.listen(engine, "handle_error", handle)
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL (None for another database or an in-memory one)."""
-    if not url.startswith("sqlite"):
-        return None
-    db_path = url.split("///", 1)[-1]
-    return Path(db_path) if db_path and db_path != ":memory:" else None
-
-
 def create_engine(url: str, *, read_only: bool = False) -> Engine:
     """Build an engine; SQLite gets WAL, a busy timeout and foreign keys.
 
@@ -171,6 +164,8 @@ def create_engine(url: str, *, read_only: bool = False) -> Engine:
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
@@ -188,10 +183,13 @@ def migrate(engine: Engine) -> None:
     PostgreSQL: an advisory lock), then reads the revision again, so the
     processes that waited find the schema made and do nothing.
     """
-    cfg = _alembic_config()
     current, head = revisions(engine)
     if current == head:
         return
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    cfg = _alembic_config()
     with writer(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
@@ -202,10 +200,18 @@ def migrate(engine: Engine) -> None:
 
 
 def revisions(engine: Engine) -> tuple[str | None, str | None]:
-    """The schema revision the database is at, and the newest this code knows."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    """The schema revision the database is at, and the newest this code knows.
+
+    Read with a plain query of Alembic's own table (what Alembic reads too): None for a
+    database without one; with several rows (not a single line of revisions), all of
+    them, which no head equals, so ``migrate`` hands the case to Alembic.
+    """
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision(), head
+        if not sa.inspect(conn).has_table(VERSION_TABLE):
+            return None, HEAD_REVISION
+        rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    current = rows[0] if len(rows) == 1 else (",".join(sorted(rows)) or None)
+    return current, HEAD_REVISION
 
 
 def cannot_migrate(

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.backends.names import EXTRAS
-from memory_pipeline.index.protocols import IndexSource, IndexUpdater
 
 if TYPE_CHECKING:
+    from memory_pipeline.index.protocols import IndexSource, IndexUpdater
     from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 

@@ -18,6 +18,11 @@ import faiss
 import numpy as np
 
 from memory_pipeline.durable import fsync_file, save_npy
+from memory_pipeline.index.backends.local.defaults import DEFAULT_DENSE_INDEX as DEFAULT_DENSE_INDEX
+from memory_pipeline.index.backends.local.defaults import (
+    DEFAULT_IVF_THRESHOLD as DEFAULT_IVF_THRESHOLD,
+)
+from memory_pipeline.index.backends.local.defaults import DENSE_INDEXES as DENSE_INDEXES
 from memory_pipeline.index.versions import SegmentInfo
 
 log = logging.getLogger(__name__)
@@ -27,12 +32,7 @@ MAX_SEGMENTS = 8
 #: ... and deleted entries above this share of all entries fold everything.
 MAX_DELETED_FRACTION = 0.2
 
-DEFAULT_IVF_THRESHOLD = 200_000
 IVF_NPROBE = 64
-#: The approximate index a large segment gets: ``ivf`` (the default), ``hnsw``, or
-#: ``flat`` (none: every search exact).
-DENSE_INDEXES = ("flat", "ivf", "hnsw")
-DEFAULT_DENSE_INDEX = "ivf"
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 100
 HNSW_EF_SEARCH = 128
