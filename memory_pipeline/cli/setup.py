@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from memory_pipeline.config import variable
+from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.spaces import MAX_SPACE_CHARS, check_space
@@ -101,13 +101,6 @@ def derived_space(folder: Path) -> str:
             f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
         )
     return check_space(name)
-
-
-def _flagged(flag: str, name: str) -> str:
-    try:
-        return check_space(name)
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"{flag}: {exc}") from exc
 
 
 def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:
@@ -193,8 +186,15 @@ def _storage(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_setup(args: argparse.Namespace) -> int:
     project = Path.cwd()
-    space = _flagged("--space", args.space) if args.space else derived_space(project)
-    read = [_flagged("--read-space", s) for s in args.read_space or ()]
+    # Checked as every command checks them: a refused name is named by its flag.
+    chosen = Settings().with_flags(
+        {
+            "space": ("--space", args.space or None),
+            "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
+        }
+    )
+    space = chosen.space if args.space else derived_space(project)
+    read = list(chosen.read_spaces)
     entry = server_entry(space, read, _storage(args))
     mcp = project / MCP_FILE
     text = merged_mcp_json(mcp, SERVER_NAME, entry)

@@ -127,13 +127,11 @@ class Reads:
 
     def without_vector(self, model_id: str) -> int:
         """How many live chunks have no vector of ``model_id``."""
-        live = self.conn.execute(sa.select(sa.func.count()).select_from(Chunk)).one()[0]
-        with_vector = self.conn.execute(
-            sa.select(sa.func.count())
-            .select_from(Chunk)
-            .join(Embedding, (Embedding.chunk_id == Chunk.id) & (Embedding.model_id == model_id))
-        ).one()[0]
-        return int(live) - int(with_vector)
+        has_vector = sa.exists().where(
+            Embedding.chunk_id == Chunk.id, Embedding.model_id == model_id
+        )
+        query = sa.select(sa.func.count()).select_from(Chunk).where(~has_vector)
+        return int(self.conn.execute(query).scalar_one())
 
     def index_rows(self, ids: Sequence[int], model_id: str) -> list[IndexRow]:
         """(id, space, BM25 text, vector blob or None) of the live chunks among ``ids``
