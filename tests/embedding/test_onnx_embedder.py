@@ -99,6 +99,15 @@ def test_the_hint_names_the_runtime_the_memory_holds() -> None:
     assert mismatch_hint(ONNX_ID, ONNX_ID) == ""
 
 
+def test_prepare_before_the_model_is_exported_leaves_the_export_to_the_first_embedding(
+    tmp_path: Path,
+) -> None:
+    embedder = OnnxEmbedder(cache_dir=tmp_path)
+    embedder.prepare()  # on a server's thread: must not start a minutes-long export there
+    assert list(tmp_path.iterdir()) == []
+    assert embedder._opened is None
+
+
 # ------------------------------------------------------------------ the real model
 @pytest.fixture
 def anyio_backend() -> str:
@@ -210,3 +219,22 @@ async def test_the_mcp_server_on_onnx_never_imports_torch(cache: Path, tmp_path:
         hits = structured(result)["chunks"]
         assert hits and "fusion" in hits[0]["content"].lower()
     assert out.read_text() == "[]"
+
+
+@pytest.mark.slow
+def test_a_prepared_session_is_the_one_the_first_embedding_uses(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = OnnxEmbedder(cache_dir=cache)
+    created: list[object] = []
+    create = embedder._create_session
+    monkeypatch.setattr(
+        embedder, "_create_session", lambda: created.append(create()) or created[-1]
+    )
+    embedder.prepare()
+    assert len(created) == 1 and embedder._session is None  # the tokenizer is still to load
+    vector = embedder.embed_query("reciprocal rank fusion")
+    assert len(created) == 1 and embedder._session is created[0]
+    assert np.array_equal(
+        vector, OnnxEmbedder(cache_dir=cache).embed_query("reciprocal rank fusion")
+    )

@@ -164,3 +164,23 @@ def test_bearer_token_check(header: bytes, allowed: bool) -> None:
     guard = BearerToken(app=None, token=TOKEN)  # type: ignore[arg-type]
     headers = [(b"authorization", header)] if header else []
     assert guard.allows(headers) is allowed
+
+
+def test_once_the_server_claims_stdout_only_the_protocol_reaches_it() -> None:
+    """What a library prints while the models load, from Python or native code on any
+    thread, goes to stderr: the stdio server claims the protocol stream before loading."""
+    script = (
+        "import os, threading\n"
+        "from serving.__main__ import claim_stdout\n"
+        "wire = claim_stdout()\n"
+        "print('from python')\n"
+        "loader = threading.Thread(target=os.write, args=(1, b'from native code\\n'))\n"
+        "loader.start(); loader.join()\n"
+        'wire.write(b\'{"jsonrpc": "2.0"}\\n\'); wire.flush()\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"jsonrpc": "2.0"}\n'
+    assert "from python" in done.stderr and "from native code" in done.stderr
