@@ -11,11 +11,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from io import TextIOWrapper
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, cast
 
 from memory_pipeline.config import TOOL_SETS, Settings
 from memory_pipeline.errors import MemoryPipelineError
@@ -111,15 +111,39 @@ def claim_stdout() -> BinaryIO:
     return os.fdopen(wire, "wb")
 
 
-def serve_stdio(server: MCPServer, wire: BinaryIO) -> None:
-    """``server.run()`` over stdio, writing the protocol to ``wire`` (see :func:`claim_stdout`)."""
+class _FirstAnswer:
+    """The protocol stream as the SDK writes it; calls ``then`` once the first message is out."""
 
+    def __init__(self, stream: Any, then: Callable[[], None] | None) -> None:
+        self._stream = stream
+        self._then = then
+
+    async def write(self, text: str) -> int:
+        return int(await self._stream.write(text))
+
+    async def flush(self) -> None:
+        await self._stream.flush()
+        if self._then is not None:
+            then, self._then = self._then, None
+            then()
+
+
+def serve_stdio(
+    server: MCPServer, wire: BinaryIO, after_first_answer: Callable[[], None] | None = None
+) -> None:
+    """``server.run()`` over stdio, writing the protocol to ``wire`` (see :func:`claim_stdout`).
+
+    ``after_first_answer`` runs once the server has answered its first message (the
+    handshake, or a stateless client's first request): work started then cannot delay it.
+    """
     import anyio
     from mcp.server.stdio import stdio_server
 
     async def run() -> None:
-        out = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
-        async with stdio_server(stdout=out) as (read, write):
+        out = _FirstAnswer(
+            anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8")), after_first_answer
+        )
+        async with stdio_server(stdout=cast("anyio.AsyncFile[str]", out)) as (read, write):
             # What MCPServer.run_stdio_async does, with the protocol's stream passed in.
             lowlevel = server._lowlevel_server
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
@@ -217,8 +241,7 @@ def serve(args: argparse.Namespace) -> int:
     except MemoryPipelineError as exc:
         print(f"cannot start the memory server: {exc}", file=sys.stderr)
         return 2
-    # What loads without the GIL starts now, beside the imports below; the rest once
-    # serving, so that it does not hold up the handshake.
+    # What loads without the GIL (the ONNX session) starts now, beside the imports below.
     loaders = [start_preparing(system)] if policy is LoadPolicy.BACKGROUND else []
     if system.store.read_only:
         log.warning(
@@ -235,7 +258,9 @@ def serve(args: argparse.Namespace) -> int:
     )
     from serving.server import build_server
 
-    on_start = (
+    # The rest loads once serving: on stdio, after the first answer (the tokenizer holds
+    # the GIL for most of a second, which would otherwise delay the handshake).
+    load_rest = (
         (lambda: loaders.append(start_background(system)))
         if policy is LoadPolicy.BACKGROUND
         else None
@@ -245,7 +270,7 @@ def serve(args: argparse.Namespace) -> int:
         roots=roots,
         cwd=cwd,
         log_level=args.log_level,
-        on_start=on_start,
+        on_start=load_rest if wire is None else None,
         allow_hard_links=settings.serving.allow_hard_links,
         tool_set=settings.serving.tools,
     )
@@ -255,7 +280,7 @@ def serve(args: argparse.Namespace) -> int:
                 server, host=args.host, port=args.port, token=token, log_level=args.log_level
             )
         else:
-            serve_stdio(server, wire)
+            serve_stdio(server, wire, after_first_answer=load_rest)
     except (KeyboardInterrupt, Terminated):
         pass
     except BaseException as exc:

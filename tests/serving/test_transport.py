@@ -184,3 +184,26 @@ def test_once_the_server_claims_stdout_only_the_protocol_reaches_it() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{"jsonrpc": "2.0"}\n'
     assert "from python" in done.stderr and "from native code" in done.stderr
+
+
+async def test_the_rest_of_the_load_starts_once_the_first_answer_is_out() -> None:
+    from serving.__main__ import _FirstAnswer
+
+    written: list[str] = []
+    started: list[int] = []
+
+    class Stream:
+        async def write(self, text: str) -> int:
+            written.append(text)
+            return len(text)
+
+        async def flush(self) -> None:
+            written.append("<flush>")
+
+    out = _FirstAnswer(Stream(), lambda: started.append(len(written)))
+    await out.write('{"id": 1}\n')
+    assert started == []  # written, not yet sent
+    await out.flush()
+    await out.write('{"id": 2}\n')
+    await out.flush()
+    assert started == [2]  # once, right after the first answer went out
