@@ -144,7 +144,7 @@ def _conversation(raw: dict[str, Any]) -> Conversation | None:
     return Conversation(
         ORIGIN,
         cid.strip(),
-        (title.strip() if isinstance(title, str) else "")
+        (" ".join(title.split()) if isinstance(title, str) else "")  # a title is one line
         or title_from(messages)
         or f"ChatGPT conversation {cid.strip()[:8]}",
         epoch_time(raw.get("create_time")) or (min(stamps) if stamps else None),

@@ -40,7 +40,7 @@ class Message:
 
 @dataclass(frozen=True)
 class Conversation:
-    origin: str  # "claude-ai" | "claude-code"
+    origin: str  # "claude-ai" | "claude-code" | "codex" | "chatgpt" | "transcript"
     session_id: str
     title: str
     started_at: dt.datetime | None

@@ -185,3 +185,11 @@ def test_unreadable_files_are_refused_with_the_file_named(
 def test_rendering_is_deterministic() -> None:
     for parse, path in ((parse_codex_session, CODEX_NEW), (parse_chatgpt_export, CHATGPT)):
         assert [c.to_markdown() for c in parse(path)] == [c.to_markdown() for c in parse(path)]
+
+
+def test_a_chatgpt_title_is_one_line(tmp_path: Path) -> None:
+    data = json.loads(CHATGPT.read_text())
+    data[0]["title"] = "  HNSW or IVF\nfor a\tlaptop "
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(data))
+    assert parse_chatgpt_export(path)[0].title == "HNSW or IVF for a laptop"
