@@ -40,7 +40,7 @@ class Message:
 
 @dataclass(frozen=True)
 class Conversation:
-    origin: str  # "claude-ai" | "claude-code"
+    origin: str  # "claude-ai" | "claude-code" | "codex" | "chatgpt" | "transcript"
     session_id: str
     title: str
     started_at: dt.datetime | None
@@ -153,21 +153,21 @@ def human_time(stamp: dt.datetime | None) -> str:
     return stamp.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if stamp else "unknown"
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
 
-def _quote(label: str, text: str) -> str:
+def quote(label: str, text: str) -> str:
     body = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
     return f"> **{label}**\n{body}" if body else f"> **{label}**"
 
 
-def _title_from(messages: Iterable[Message]) -> str | None:
+def title_from(messages: Iterable[Message]) -> str | None:
     for m in messages:
         if m.speaker == "human" and m.text.strip():
             first = " ".join(m.text.split())
-            return _clip(first, TITLE_LIMIT)
+            return clip(first, TITLE_LIMIT)
     return None
 
 
@@ -194,10 +194,10 @@ def _render_blocks(blocks: Iterable[Any]) -> str:
             parts.append(block["text"].strip())
         elif kind == "tool_use":
             args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-            parts.append(_quote(f"tool {block.get('name', '?')}", _clip(args, TOOL_TEXT_LIMIT)))
+            parts.append(quote(f"tool {block.get('name', '?')}", clip(args, TOOL_TEXT_LIMIT)))
         elif kind == "tool_result":
-            text = _clip(_tool_result_text(block.get("content")), TOOL_TEXT_LIMIT)
-            parts.append(_quote("tool result", text))
+            text = clip(_tool_result_text(block.get("content")), TOOL_TEXT_LIMIT)
+            parts.append(quote("tool result", text))
     return "\n\n".join(p for p in parts if p)
 
 
@@ -215,8 +215,8 @@ def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
             continue
         name = str(att.get("file_name") or "attachment")
         extracted = att.get("extracted_content")
-        body = _clip(extracted, ATTACHMENT_LIMIT) if isinstance(extracted, str) else ""
-        text = (text + "\n\n" + _quote(f"attachment {name}", body)).strip()
+        body = clip(extracted, ATTACHMENT_LIMIT) if isinstance(extracted, str) else ""
+        text = (text + "\n\n" + quote(f"attachment {name}", body)).strip()
     if not text:
         return None
     return Message(speaker, parse_time(raw.get("created_at")), text)
@@ -224,7 +224,7 @@ def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
 
 def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """Every conversation of a Claude.ai ``conversations.json`` that has a message."""
-    data = _load_json(path, max_bytes)
+    data = read_export_json(path, max_bytes)
     if not isinstance(data, list):
         raise InvalidInputError(
             f"{path}: a Claude.ai export's conversations.json is a JSON array of conversations, "
@@ -249,7 +249,7 @@ def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> li
         name = raw.get("name")
         title = (
             (name.strip() if isinstance(name, str) else "")
-            or _title_from(messages)
+            or title_from(messages)
             or f"Claude.ai conversation {raw['uuid'][:8]}"
         )
         out.append(Conversation("claude-ai", raw["uuid"], title, started, last, messages))
@@ -278,7 +278,12 @@ def load_json(text: str, where: str) -> Any:
         raise InvalidInputError(f"{where}: not valid JSON ({exc})") from exc
 
 
-def _records(path: Path, max_bytes: int) -> Iterator[dict[str, Any]]:
+def jsonl_records(
+    path: Path, max_bytes: int, what: str = "a Claude Code session log"
+) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a session log, one a line. A line that is not JSON (a live
+    session's torn last line, a foreign line) is skipped; a file none of whose lines is
+    JSON is refused, naming ``what`` it was expected to be."""
     text = read_export(path, max_bytes)
     parsed = 0
     bad = 0
@@ -294,9 +299,7 @@ def _records(path: Path, max_bytes: int) -> Iterator[dict[str, Any]]:
             parsed += 1
             yield record
     if not parsed and bad:
-        raise InvalidInputError(
-            f"{path}: none of its {bad} lines is a JSON object; is it a Claude Code session log?"
-        )
+        raise InvalidInputError(f"{path}: none of its {bad} lines is a JSON object; is it {what}?")
 
 
 def _main_thread(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -348,7 +351,7 @@ def _claude_code_message(record: dict[str, Any]) -> Message | None:
 
 def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """One session log → one conversation (none when it holds no message)."""
-    records = list(_records(path, max_bytes))
+    records = list(jsonl_records(path, max_bytes))
     thread = _main_thread(records)
     messages = tuple(m for m in (_claude_code_message(r) for r in thread) if m is not None)
     if not messages:
@@ -365,7 +368,7 @@ def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) ->
     stamps = [t for t in (parse_time(r.get("timestamp")) for r in records) if t]
     title = (
         (str(summary["summary"]).strip() if summary else "")
-        or _title_from(messages)
+        or title_from(messages)
         or f"Claude Code session {session_id[:8]}"
     )
     first = thread[0]
@@ -387,7 +390,8 @@ def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) ->
     ]
 
 
-def _load_json(path: Path, max_bytes: int) -> Any:
+def read_export_json(path: Path, max_bytes: int) -> Any:
+    """A JSON export file parsed, or InvalidInputError naming it and saying to re-export it."""
     try:
         return load_json(read_export(path, max_bytes), str(path))
     except InvalidInputError as exc:

@@ -46,6 +46,8 @@ class SourceKind(StrEnum):
     CLAUDE_AI = "claude_ai"  # a Claude.ai data export's conversations.json
     CLAUDE_CODE = "claude_code"  # Claude Code session logs, one *.jsonl per session
     TRANSCRIPT = "transcript"  # plain transcripts, *.json / *.jsonl (docs/conversations.md)
+    CODEX = "codex"  # Codex CLI rollouts, ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
+    CHATGPT = "chatgpt"  # a ChatGPT data export's conversations.json
 
 
 DEFAULT_PATTERNS: dict[SourceKind, tuple[str, ...]] = {
@@ -53,6 +55,8 @@ DEFAULT_PATTERNS: dict[SourceKind, tuple[str, ...]] = {
     SourceKind.CLAUDE_AI: ("**/conversations.json",),
     SourceKind.CLAUDE_CODE: ("**/*.jsonl",),
     SourceKind.TRANSCRIPT: ("**/*.json", "**/*.jsonl"),
+    SourceKind.CODEX: ("**/rollout-*.jsonl",),
+    SourceKind.CHATGPT: ("**/conversations.json",),
 }
 # Sub-agent sessions (agent-*.jsonl) repeat work their parent session already records.
 DEFAULT_EXCLUDE: dict[SourceKind, tuple[str, ...]] = {
@@ -60,6 +64,8 @@ DEFAULT_EXCLUDE: dict[SourceKind, tuple[str, ...]] = {
     SourceKind.CLAUDE_AI: (),
     SourceKind.CLAUDE_CODE: ("**/agent-*.jsonl",),
     SourceKind.TRANSCRIPT: (),
+    SourceKind.CODEX: (),
+    SourceKind.CHATGPT: (),
 }
 # Conversations are a record of work done: experiment knowledge unless a root says otherwise.
 DEFAULT_KNOWLEDGE_TYPE: dict[SourceKind, KnowledgeType | None] = {
@@ -67,6 +73,8 @@ DEFAULT_KNOWLEDGE_TYPE: dict[SourceKind, KnowledgeType | None] = {
     SourceKind.CLAUDE_AI: KnowledgeType.EXPERIMENT,
     SourceKind.CLAUDE_CODE: KnowledgeType.EXPERIMENT,
     SourceKind.TRANSCRIPT: KnowledgeType.EXPERIMENT,
+    SourceKind.CODEX: KnowledgeType.EXPERIMENT,
+    SourceKind.CHATGPT: KnowledgeType.EXPERIMENT,
 }
 
 

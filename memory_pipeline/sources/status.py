@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Protocol, Self
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.sources.chatgpt import parse_chatgpt_export
+from memory_pipeline.sources.codex import parse_codex_session
 from memory_pipeline.sources.conversations import (
     Conversation,
     Reader,
@@ -34,6 +36,8 @@ READERS: dict[SourceKind, Reader] = {
     SourceKind.CLAUDE_AI: parse_claude_ai_export,
     SourceKind.CLAUDE_CODE: parse_claude_code_session,
     SourceKind.TRANSCRIPT: parse_transcript,
+    SourceKind.CODEX: parse_codex_session,
+    SourceKind.CHATGPT: parse_chatgpt_export,
 }
 
 

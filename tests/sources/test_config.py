@@ -94,3 +94,26 @@ def test_bad_sources_files_say_what_is_wrong(tmp_path: Path, text: str, fragment
 def test_a_missing_sources_file_names_the_setting(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="MEMORY_PIPELINE_SOURCES"):
         load_sources(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("kind", "patterns", "picked", "skipped"),
+    [
+        (
+            SourceKind.CODEX,
+            ("**/rollout-*.jsonl",),
+            "2026/10/14/rollout-2026-10-14T09-12-03-0199a1b2.jsonl",
+            "history.jsonl",
+        ),
+        (SourceKind.CHATGPT, ("**/conversations.json",), "conversations.json", "chat.html"),
+    ],
+)
+def test_codex_and_chatgpt_roots_are_accepted_with_their_defaults(
+    tmp_path: Path, kind: SourceKind, patterns: tuple[str, ...], picked: str, skipped: str
+) -> None:
+    path = tmp_path / "sources.yaml"
+    path.write_text(f"roots:\n  - path: export\n    kind: {kind.value}\n")
+    [root] = load_sources(path).roots
+    assert root.kind is kind and root.patterns == patterns and root.exclude == ()
+    assert root.knowledge_type is KnowledgeType.EXPERIMENT
+    assert root.matches(root.path / picked) and not root.matches(root.path / skipped)
