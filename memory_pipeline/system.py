@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -320,6 +320,10 @@ class MemorySystem:
 
     def find_by_tag(self, tag: str) -> list[ChunkRecord]:
         return self.store.find_by_tag(check_tag(tag))
+
+    def document_labels(self, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """doc_id -> (title, source) of those of the documents that exist."""
+        return self.store.document_labels(doc_ids)
 
     def set_chunk_tags(
         self,

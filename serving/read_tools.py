@@ -26,6 +26,7 @@ from serving.schemas import (
     ChunkOut,
     DocId,
     DocumentChunks,
+    DocumentLabel,
     EmbedOutput,
     HealthReportOut,
     Hit,
@@ -55,20 +56,36 @@ class ReadTools:
         self.system = system
         self.cwd = cwd
 
-    def _hits(self, hits: Iterable[SearchHit]) -> list[Hit]:
-        """Hits as sent; a source under the working directory is shown relative to it.
+    def _shown(self, source: str) -> str:
+        """A source as sent: one under the working directory is shown relative to it.
 
         That is the path a client passes to ``ingest``, and shorter to read and cite.
         """
+        if source.startswith("text:"):
+            return source
+        path = Path(source)
+        if path.is_absolute() and path.is_relative_to(self.cwd):
+            return str(path.relative_to(self.cwd))
+        return source
+
+    def _hits(self, hits: Iterable[SearchHit]) -> list[Hit]:
         out = []
         for h in hits:
             hit = Hit.model_validate(h, from_attributes=True)
-            if hit.source and not hit.source.startswith("text:"):
-                path = Path(hit.source)
-                if path.is_absolute() and path.is_relative_to(self.cwd):
-                    hit.source = str(path.relative_to(self.cwd))
+            if hit.source:
+                hit.source = self._shown(hit.source)
             out.append(hit)
         return out
+
+    def _labels(self, doc_ids: Iterable[str]) -> list[DocumentLabel]:
+        """Each document's title and source, in the order given (those that exist)."""
+        wanted = list(dict.fromkeys(doc_ids))
+        labels = self.system.document_labels(wanted)
+        return [
+            DocumentLabel(doc_id=d, title=labels[d][0], source=self._shown(labels[d][1]))
+            for d in wanted
+            if d in labels
+        ]
 
     @tool("Search memory", "read", core=True)
     def hybrid_search(
@@ -139,8 +156,11 @@ class ReadTools:
     ) -> DocumentChunks:
         """Read a document's chunks in order: all of them, or a window around one hit."""
         records = self.system.get_document_chunks(doc_id, chunk_index, window)
+        label = next(iter(self._labels([doc_id])), None)
         return DocumentChunks(
             doc_id=doc_id,
+            title=label.title if label else None,
+            source=label.source if label else None,
             chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records],
         )
 
@@ -148,18 +168,23 @@ class ReadTools:
     def find_by_tag(
         self,
         tag: Tag,
-        limit: Annotated[int, Field(ge=1, le=1000, description="most chunks to list")] = 100,
+        limit: Annotated[
+            int, Field(ge=1, le=1000, description="most chunks, and most documents, to list")
+        ] = 100,
     ) -> TaggedChunks:
         """List the chunks carrying a tag (exact match), by document and position, and their total.
 
-        Use before ingesting to see whether something is already stored, e.g.
-        find_by_tag("session_id:<id>").
+        Also lists their documents (doc_id, title, source: the path ingest takes). Use
+        before ingesting to see what is already stored, e.g. find_by_tag("summary_of:<id>").
         """
         records = self.system.find_by_tag(tag)
+        doc_ids = list(dict.fromkeys(r.doc_id for r in records))
         return TaggedChunks(
             tag=tag.strip(),
             total=len(records),
             chunks=[ChunkOut.model_validate(r, from_attributes=True) for r in records[:limit]],
+            documents=self._labels(doc_ids[:limit]),
+            documents_total=len(doc_ids),
         )
 
     @tool("Re-rank on the memory axis", "read")

@@ -129,6 +129,7 @@ class TurnOut(BaseModel):
     said_at: dt.datetime | None = None
 
 
+_SOURCE = "its file path, or text:<title>"
 _TURNS = "the conversation turns it holds (turn id, speaker, when it was said); none for documents"
 
 
@@ -138,7 +139,7 @@ class Hit(BaseModel):
     chunk_index: int
     content: str
     title: str | None = Field(default=None, description="the document's title")
-    source: str | None = Field(default=None, description="its file path, or text:<title>")
+    source: str | None = Field(default=None, description=_SOURCE)
     knowledge_type: str | None = None
     importance: float | None = None
     tags: list[str] = []
@@ -229,14 +230,26 @@ class ChunkOut(BaseModel):
     turns: list[TurnOut] = Field(default=[], description=_TURNS)
 
 
+class DocumentLabel(BaseModel):
+    doc_id: str
+    title: str
+    source: str = Field(description=_SOURCE)
+
+
 class TaggedChunks(BaseModel):
     tag: str
     total: int = Field(description="chunks with the tag; at most `limit` are listed")
     chunks: list[ChunkOut]
+    documents: list[DocumentLabel] = Field(
+        description="the documents of all chunks with the tag; at most `limit` are listed"
+    )
+    documents_total: int
 
 
 class DocumentChunks(BaseModel):
     doc_id: str
+    title: str | None = None
+    source: str | None = Field(default=None, description=_SOURCE)
     chunks: list[ChunkOut]
 
 

@@ -28,6 +28,9 @@ from memory_pipeline.metadata import strip_controls
 TOOL_TEXT_LIMIT = 600  # tool inputs and results are context, not knowledge: keep them short
 ATTACHMENT_LIMIT = 2000
 TITLE_LIMIT = 80
+# A stored transcript's tag prefixes; stable, readers of the memory look them up.
+TRANSCRIPT_OF = "transcript_of:"
+TRANSCRIPT_LAST_ACTIVITY = "transcript_last_activity:"
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,16 @@ class Conversation:
         return list(dict.fromkeys(m.speaker for m in self.messages))
 
     def tags(self) -> list[str]:
-        tags = ["conversation", self.origin, f"session_id:{self.session_id}"]
+        """What the stored transcript is tagged with (docs/conversations.md, "Tags").
+
+        The tags say *transcript*: a summary of the same session (the session-to-memory
+        agent's) is tagged ``summary_of:`` instead, so neither's lookup finds the other.
+        """
+        tags = ["conversation", self.origin, f"{TRANSCRIPT_OF}{self.session_id}"]
         if self.conversation_id is not None:
             tags.append(f"conversation_id:{self.conversation_id}")
         if self.last_activity is not None:
-            tags.append(f"session_last_activity:{iso(self.last_activity)}")
+            tags.append(f"{TRANSCRIPT_LAST_ACTIVITY}{iso(self.last_activity)}")
         return tags
 
     def to_markdown(self) -> str:

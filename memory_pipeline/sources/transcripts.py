@@ -52,7 +52,7 @@ _LOCOMO_TIME = re.compile(
 _MONTHS = {m.lower(): i for i, m in enumerate(MONTHS, 1)}
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 # What a session's document is named and tagged by must fit the store's limits for titles
-# (300) and tags (200): ``session_id:<conversation>/<session>`` and the title
+# (300) and tags (200): ``transcript_of:<conversation>/<session>`` and the title
 # ``<title> — session <session> (<date>)``.
 MAX_ID_CHARS = 64  # conversation_id, session_id, turn_id
 MAX_TITLE_CHARS = 200

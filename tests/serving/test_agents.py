@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from serving.harness import REPO
+from serving.schemas import DocumentLabel, TaggedChunks
 from serving.server import CORE_TOOLS, TOOLS
 
 AGENTS = sorted((REPO / ".claude" / "agents").glob("*.md"))
@@ -46,3 +47,13 @@ def test_an_agent_given_maintenance_tools_says_how_to_get_them(agent: Path) -> N
 
 def test_there_are_agents() -> None:
     assert {p.stem for p in AGENTS} >= {"rag-memory", "doc-to-memory", "session-to-memory"}
+
+
+def test_doc_to_memory_checks_what_is_stored_by_fields_find_by_tag_returns() -> None:
+    """Its "only new or changed files" step names only what the tool's answer carries."""
+    text = (REPO / ".claude" / "agents" / "doc-to-memory.md").read_text()
+    step = text.split("2. **Check what is already stored**", 1)[1].split("3. **", 1)[0]
+    named = set(re.findall(r"`(\w+)`", step))
+    returned = set(TaggedChunks.model_fields) | set(DocumentLabel.model_fields)
+    assert {"documents", "source", "documents_total"} <= named
+    assert named - {"ingest", "unchanged", "replaced"} <= returned, named - returned

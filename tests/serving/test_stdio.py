@@ -337,6 +337,30 @@ async def test_set_chunk_tags_and_find_by_tag(layout: StoreLayout) -> None:
         await refused(client, layout, "find_by_tag", {"tag": ""}, "tag")
 
 
+async def test_find_by_tag_and_get_document_chunks_name_each_document(
+    layout: StoreLayout,
+) -> None:
+    """What doc-to-memory's "only new or changed files" step needs: which files a tag
+    already covers, by the path ingest takes, even beyond the chunks listed."""
+    async with serve(layout) as client:
+        results = await ingest_both(client, tags=["collection:notes"])
+        # ingest names the files it stored absolutely; listed, they are the paths it takes
+        stored = {r["doc_id"]: Path(r["source"]).name for r in results}
+        assert {Path(r["source"]).parent for r in results} == {layout.docs.resolve()}
+        tagged = await call(client, "find_by_tag", tag="collection:notes", limit=2)
+        assert len(tagged["chunks"]) == 2 and tagged["total"] > 2
+        assert {d["doc_id"]: d["source"] for d in tagged["documents"]} == stored
+        assert set(stored.values()) == {"fusion.md", "decay.md"}
+        assert tagged["documents_total"] == 2
+        titles = {d["source"]: d["title"] for d in tagged["documents"]}
+        assert titles["fusion.md"] == "Rank fusion"
+        one = await call(client, "find_by_tag", tag="collection:notes", limit=1)
+        assert len(one["documents"]) == 1 and one["documents_total"] == 2
+        doc = results[0]["doc_id"]
+        read = await call(client, "get_document_chunks", doc_id=doc, chunk_index=0, window=0)
+        assert (read["title"], read["source"]) == (titles[stored[doc]], stored[doc])
+
+
 async def test_get_document_chunks(layout: StoreLayout) -> None:
     async with serve(layout) as client:
         doc = (await ingest_both(client))[0]

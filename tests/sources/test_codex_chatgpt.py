@@ -43,7 +43,7 @@ def test_a_codex_session_keeps_the_talk_and_short_tool_calls_in_order() -> None:
     assert conv.started_at is not None and conv.started_at.isoformat().startswith(
         "2026-10-14T09:12:03.377"
     )
-    assert "session_last_activity:2026-10-14T09:20:09.500Z" in conv.tags()
+    assert "transcript_last_activity:2026-10-14T09:20:09.500Z" in conv.tags()
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_a_chatgpt_export_follows_the_current_branch() -> None:
         "2026-09-30T14:03:40.500000+00:00"
     )
     assert a.started_at is not None and a.started_at.isoformat() == "2026-09-30T14:02:10+00:00"
-    assert "session_last_activity:2026-09-30T14:06:21.000Z" in a.tags()
+    assert "transcript_last_activity:2026-09-30T14:06:21.000Z" in a.tags()
     image = a.messages[2].text
     assert "[image]" in image and "Here is my latency chart." in image
     assert "attachment latency.png" in image and "file-service://" not in image

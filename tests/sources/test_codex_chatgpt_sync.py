@@ -71,7 +71,7 @@ def test_both_kinds_are_stored_once_and_a_second_sync_is_a_no_op(
     ]:
         [doc] = memory.store.documents_by_source(f"text:{origin}:{sid}")
         assert doc.knowledge_type == "experiment" and str(doc.source_date) == day
-        assert memory.find_by_tag(f"session_id:{sid}")
+        assert memory.find_by_tag(f"transcript_of:{sid}")
     counts = memory.store.counts()
 
     again = sync(memory, cfg)  # a full scan plans nothing

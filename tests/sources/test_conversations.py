@@ -28,8 +28,8 @@ def test_claude_ai_export_one_document_per_conversation_with_messages() -> None:
         "2026-09-02T09:01:44.120"
     )
     tags = conv.tags()
-    assert f"session_id:{conv.session_id}" in tags
-    assert "session_last_activity:2026-09-02T09:01:44.120Z" in tags
+    assert f"transcript_of:{conv.session_id}" in tags
+    assert "transcript_last_activity:2026-09-02T09:01:44.120Z" in tags
     md = conv.to_markdown()
     assert md.startswith("# Choosing a vector index for 1M chunks\n")
     assert "- started: 2026-09-02 08:14 UTC" in md and "- last activity: 2026-09-02 09:01 UTC" in md
@@ -47,7 +47,7 @@ def test_claude_code_session_renders_the_thread_with_tools_and_without_thinking(
     assert "Probably a rename race" not in md  # thinking is private reasoning, not memory
     assert "tool Read" in md and "os.rename(tmp, final)" in md
     assert "Fsync the file and its directory before the rename." in md
-    assert "session_last_activity:2026-11-20T10:03:02.442Z" in conv.tags()
+    assert "transcript_last_activity:2026-11-20T10:03:02.442Z" in conv.tags()
 
 
 def test_rendering_is_deterministic() -> None:

@@ -65,9 +65,9 @@ def test_first_sync_ingests_everything_with_the_roots_rules(
     [paper] = memory.store.documents_by_source(str((corpus.papers / "bm25.md").resolve()))
     assert paper.knowledge_type == "paper" and paper.importance is None
 
-    hits = memory.find_by_tag("session_id:4f35e220-c435-4cf7-b9b9-f40426042847")
+    hits = memory.find_by_tag("transcript_of:4f35e220-c435-4cf7-b9b9-f40426042847")
     assert hits and hits[0].knowledge_type == "experiment"
-    assert "session_last_activity:2026-11-20T10:03:02.442Z" in hits[0].tags
+    assert "transcript_last_activity:2026-11-20T10:03:02.442Z" in hits[0].tags
     doc = memory.store.get_document(hits[0].doc_id)
     assert doc is not None and doc.title == "Fix flaky index publication test"
     assert str(doc.source_date) == "2026-11-20"
@@ -81,6 +81,51 @@ def test_a_second_sync_skips_what_is_stored(memory: MemorySystem, corpus: Corpus
     explicit = sync(memory, cfg, paths=[str(corpus.session_file), str(corpus.export_file)])
     assert explicit.sessions_skipped == 2 and explicit.documents_added == 0
     assert explicit.documents_replaced == 0
+
+
+def test_a_transcript_stored_under_the_old_tags_is_left_as_it_is_until_it_changes(
+    memory: MemorySystem, corpus: Corpus
+) -> None:
+    """Transcripts were once tagged session_id:/session_last_activity:, the tags the
+    session-to-memory agent's summaries used. A re-sync of such an unchanged session is a
+    no-op (sessions are compared by their bytes, not their tags); the session's next
+    change stores it under the transcript tags."""
+    cfg = load_sources(corpus.sources_file)
+    sync(memory, cfg)
+    session = "4f35e220-c435-4cf7-b9b9-f40426042847"
+    old = {
+        f"transcript_of:{session}": f"session_id:{session}",
+        "transcript_last_activity:2026-11-20T10:03:02.442Z": (
+            "session_last_activity:2026-11-20T10:03:02.442Z"
+        ),
+    }
+    chunks = memory.find_by_tag(f"transcript_of:{session}")
+    for c in chunks:
+        memory.set_chunk_tags(c.doc_id, c.chunk_index, tags=[old.get(t, t) for t in c.tags])
+    assert not memory.find_by_tag(f"transcript_of:{session}")
+
+    again = sync(memory, cfg, paths=[str(corpus.session_file)])
+    assert again.sessions_skipped == 1 and again.documents_replaced == 0
+    assert len(memory.find_by_tag(f"session_id:{session}")) == len(chunks)
+
+    with corpus.session_file.open("a") as fh:
+        fh.write(
+            json.dumps(
+                {
+                    "type": "user",
+                    "uuid": "u5",
+                    "parentUuid": "u4",
+                    "sessionId": session,
+                    "timestamp": "2026-11-21T08:00:00.000Z",
+                    "message": {"role": "user", "content": "Thanks, the fsync fixed it."},
+                }
+            )
+            + "\n"
+        )
+    assert sync(memory, cfg).documents_replaced == 1
+    assert not memory.find_by_tag(f"session_id:{session}")
+    [chunk, *_] = memory.find_by_tag(f"transcript_of:{session}")
+    assert "transcript_last_activity:2026-11-21T08:00:00.000Z" in chunk.tags
 
 
 def test_a_changed_file_and_a_changed_session_replace_their_documents(
@@ -111,11 +156,11 @@ def test_a_changed_file_and_a_changed_session_replace_their_documents(
     report = sync(memory, cfg)
     assert report.documents_replaced == 2 and report.documents_added == 0
     assert memory.store.counts()["documents"] == before["documents"]
-    [chunk, *_] = memory.find_by_tag("session_last_activity:2026-11-21T08:00:00.000Z")
+    [chunk, *_] = memory.find_by_tag("transcript_last_activity:2026-11-21T08:00:00.000Z")
     assert "Thanks, the fsync fixed it." in "".join(
         c.content for c in memory.store.document_chunks(chunk.doc_id)
     )
-    assert not memory.find_by_tag("session_last_activity:2026-11-20T10:03:02.442Z")
+    assert not memory.find_by_tag("transcript_last_activity:2026-11-20T10:03:02.442Z")
 
 
 def test_deleted_files_delete_their_documents(memory: MemorySystem, corpus: Corpus) -> None:
@@ -131,7 +176,7 @@ def test_deleted_files_delete_their_documents(memory: MemorySystem, corpus: Corp
     report = sync(memory, cfg, deleted=[str(note), str(export)])
     assert report.documents_removed == 2 and report.chunks_removed > 0
     assert not memory.store.documents_by_source(str(note.resolve()))
-    assert not memory.find_by_tag("session_id:5f1c2a9e-0b7d-4e43-9a57-2d1f3c9b7a10")
+    assert not memory.find_by_tag("transcript_of:5f1c2a9e-0b7d-4e43-9a57-2d1f3c9b7a10")
     assert "fusion.md" not in states(memory, cfg)
 
 
@@ -143,7 +188,7 @@ def test_a_conversation_leaving_an_export_is_deleted(memory: MemorySystem, corpu
     assert states(memory, cfg)["conversations.json"][0] is FileState.CHANGED
     report = sync(memory, cfg)
     assert report.documents_removed == 1
-    assert not memory.find_by_tag("session_id:5f1c2a9e-0b7d-4e43-9a57-2d1f3c9b7a10")
+    assert not memory.find_by_tag("transcript_of:5f1c2a9e-0b7d-4e43-9a57-2d1f3c9b7a10")
 
 
 def test_failed_files_are_recorded_with_the_reason_and_the_rest_goes_on(
