@@ -174,7 +174,7 @@ def _last_activity(doc: TaggedDocument) -> dt.datetime:
 
 def _age(when: dt.datetime, now: dt.datetime) -> str:
     days = (now.date() - when.astimezone(dt.UTC).date()).days
-    return {0: "today", 1: "yesterday"}.get(days, f"{days} days ago" if days > 1 else "ahead")
+    return {0: "today", 1: "yesterday"}.get(days, f"{days} days ago" if days > 1 else "later")
 
 
 def _sessions(store: RecallView, now: dt.datetime) -> list[str]:
