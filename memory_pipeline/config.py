@@ -39,6 +39,7 @@ from memory_pipeline.embedding.settings import default_cache_dir as default_cach
 from memory_pipeline.errors import InvalidInputError, SettingError
 from memory_pipeline.index.settings import IndexSettings as IndexSettings
 from memory_pipeline.ingest.settings import IngestSettings as IngestSettings
+from memory_pipeline.memory.recall import DEFAULT_BUDGET
 from memory_pipeline.memory.scoring import (
     DEFAULT_GRACE_DAYS,
     DEFAULT_MAX_FRACTION,
@@ -104,6 +105,8 @@ class MemorySettings(Section):
     importance_threshold: float = _var("IMPORTANCE_THRESHOLD", _MEMORY.importance_threshold)
     # knowledge_type -> half-life in days (None: never decays); ``news=14,paper=none``
     half_lives: tuple[tuple[str, float | None], ...] = _var("HALF_LIVES", ())
+    # the size in tokens of the block ``memory-pipeline recall`` prints (memory/recall.py)
+    recall_budget: Annotated[int, annotated_types.Ge(1)] = _var("RECALL_BUDGET", DEFAULT_BUDGET)
 
     @field_validator("half_lives", mode="before")
     @classmethod

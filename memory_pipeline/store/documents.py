@@ -18,6 +18,18 @@ from memory_pipeline.types import DocumentInfo, NewChunk
 
 
 @dataclass(frozen=True)
+class TaggedDocument:
+    """A document some live chunk of which carries a tag (``DocumentQueries.tagged_documents``),
+    with the greatest tag of its chunks that starts with the prefix asked for."""
+
+    doc_id: str
+    title: str
+    source_date: dt.date | None
+    created_at: dt.datetime
+    latest: str | None
+
+
+@dataclass(frozen=True)
 class StoredDocument:
     """What ``Store.store_document`` wrote: the new chunk ids and the versions it replaced."""
 
@@ -43,6 +55,39 @@ class DocumentQueries(StoreBase):
                 rows = c.execute(stmt, {**params, "ids": list(batch)})
                 out.update((d, (t, src)) for d, t, src in rows)
         return out
+
+    def tagged_documents(self, tag: str, prefix: str) -> list[TaggedDocument]:
+        """The readable documents with a live chunk tagged ``tag``, by doc_id, each with the
+        greatest of its chunks' tags starting with ``prefix`` (None: no such tag); e.g. the
+        conversations with their ``session_last_activity:`` stamps, which sort as times."""
+        tagged = (
+            sa.select(Chunk.doc_id)
+            .join(ChunkTag, ChunkTag.chunk_id == Chunk.id)
+            .where(ChunkTag.tag == tag, self.readable(Chunk.space))
+            .distinct()
+            .subquery()
+        )
+        stamps = (
+            sa.select(Chunk.doc_id, sa.func.max(ChunkTag.tag).label("latest"))
+            .join(ChunkTag, ChunkTag.chunk_id == Chunk.id)
+            .where(ChunkTag.tag.startswith(prefix, autoescape=True), self.readable(Chunk.space))
+            .group_by(Chunk.doc_id)
+            .subquery()
+        )
+        stmt = (
+            sa.select(
+                Document.doc_id,
+                Document.title,
+                Document.source_date,
+                Document.created_at,
+                stamps.c.latest,
+            )
+            .join(tagged, tagged.c.doc_id == Document.doc_id)
+            .outerjoin(stamps, stamps.c.doc_id == Document.doc_id)
+            .order_by(Document.doc_id)
+        )
+        with self.read() as s:
+            return [TaggedDocument(*row) for row in s.execute(stmt)]
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]:
         with self.read() as s:

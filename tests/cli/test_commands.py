@@ -323,6 +323,12 @@ CASES: dict[str, Case] = {
         bad_message="error: --space: space name 'Team A' is not valid",
         check=_check_setup,
     ),
+    "recall": Case(
+        args=("--budget", "200"),
+        stdout="- [principle, importance 0.9] # Fusion Reciprocal rank fusion adds one over k",
+        bad_args=("--budget", "0"),
+        bad_message="argument --budget: expected a positive integer, got 0",
+    ),
     "demo": Case(
         args=("--query", "Why should old news fade?"),
         stdout="ingesting 4 sample documents with model hashing",

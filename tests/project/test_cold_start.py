@@ -3,7 +3,8 @@
 A command line that only parses its flags, and the MCP server before it builds the
 memory, load none of the heavy libraries (the database toolkit, the migration tool,
 the vector and BM25 indices, the array library, the neural runtimes); opening a store
-whose schema is current does not load the migration tool. Each case runs in a new
+whose schema is current does not load the migration tool, and ``recall``, which a
+session waits on, loads only the store. Each case runs in a new
 interpreter, so what it finds in ``sys.modules`` is what that step imported.
 """
 
@@ -29,6 +30,10 @@ CASES = {
         "import serving.__main__ as m; from memory_pipeline.config import Settings; "
         "m.parse_args([]); Settings.from_env({})",
         HEAVY,
+    ),
+    "recall (a SessionStart hook) on a current store": (
+        "from memory_pipeline.cli.main import main; main(['recall', '--db', URL[10:]])",
+        ("alembic", "faiss", "tantivy", "torch", "onnxruntime"),
     ),
     "opening a store whose schema is current": (
         "from memory_pipeline.store import Store; Store(URL).engine.dispose()",

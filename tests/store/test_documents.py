@@ -74,3 +74,29 @@ def test_documents_info_reads_the_rows_as_stored(db_url: str) -> None:
     assert (info["n"].knowledge_type, info["n"].source_date) == (None, None)
     assert store.documents_info([]) == {}
     store.close()
+
+
+def test_tagged_documents_are_those_with_a_live_tagged_chunk_and_their_latest_stamp(
+    db_url: str,
+) -> None:
+    from memory_pipeline.spaces import Spaces
+
+    store = Store(db_url, spaces=Spaces.bound("p"))
+    stamp = "last:2024-05-0"
+    store.add_document(doc("a"), chunks("x", "y"), vecs(2), "m", tags=["conv", f"{stamp}1"])
+    store.add_document(doc("b"), chunks("z"), vecs(1), "m", tags=["conv"])
+    store.add_document(doc("c"), chunks("w"), vecs(1), "m", tags=[f"{stamp}9"])  # not conv
+    # "_" and "%" in a prefix are not wildcards: "lastX" does not start with "last_".
+    store.add_document(doc("d"), chunks("v"), vecs(1), "m", tags=["conv", "lastX"])
+    store.bound(Spaces.bound("q")).add_document(doc("e"), chunks("u"), vecs(1), "m", tags=["conv"])
+    store.set_chunk_tags("a", 1, tags=["conv", f"{stamp}3"])
+
+    found = store.tagged_documents("conv", "last:")
+    assert [(d.doc_id, d.title, d.latest) for d in found] == [
+        ("a", "title a", f"{stamp}3"),
+        ("b", "title b", None),
+        ("d", "title d", None),
+    ]
+    assert [d.doc_id for d in store.tagged_documents("conv", "last_")] == ["a", "b", "d"]
+    assert all(d.latest is None for d in store.tagged_documents("conv", "last_"))
+    store.close()

@@ -1,0 +1,116 @@
+"""`memory-pipeline recall`: print what this project's memory holds that matters now.
+
+Run by hand it prints the block (``memory.recall``) for the bound space. As Claude Code's
+``SessionStart`` hook (``--hook``) it reads the hook's JSON payload on stdin, takes the
+space from the payload's ``cwd`` as ``setup claude-code`` names it (unless ``--space`` or
+``HYBRID_RAG_SPACE`` is set), and prints the block as the hook's ``additionalContext``.
+A hook must never stand in a session's way: whatever goes wrong is one line on stderr
+and exit 0 (Claude Code shows it to the user, the session starts as usual).
+
+Only a store is opened, read-only: no embedding model, no index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.cli.flags import positive_int
+from memory_pipeline.cli.setup import derived_space
+from memory_pipeline.config import Settings, variable
+from memory_pipeline.errors import InvalidInputError
+
+MakeSettings = Callable[[argparse.Namespace], Settings]
+HOOK_EVENT = "SessionStart"
+
+
+def hook_payload(text: str) -> dict[str, Any]:
+    """The hook's JSON payload; one without a ``cwd`` string is refused."""
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"the hook payload on stdin is not JSON ({exc.msg} at line {exc.lineno})"
+        ) from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("cwd"), str):
+        raise InvalidInputError('the hook payload on stdin is not an object with a "cwd" string')
+    return payload
+
+
+def hook_output(block: str, event: str) -> str:
+    """The block as Claude Code takes a hook's added context: ``hookSpecificOutput``."""
+    output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": block}}
+    return json.dumps(output, ensure_ascii=False)
+
+
+def _recall(settings: Settings, budget: int) -> str:
+    import datetime as dt
+
+    from memory_pipeline.memory.recall import recall_block
+    from memory_pipeline.store import Store
+    from memory_pipeline.store.urls import sqlite_file
+
+    db_file = sqlite_file(settings.url)
+    if db_file is not None and not db_file.exists():
+        return ""  # no memory yet: nothing to recall, and none is made for it
+    store = Store(settings.url, spaces=settings.spaces(), read_only=True)
+    try:
+        return recall_block(store, budget=budget, now=dt.datetime.now(dt.UTC))
+    finally:
+        store.close()
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+    make_settings: MakeSettings,
+) -> None:
+    """Add the ``recall`` subcommand."""
+
+    def cmd_recall(args: argparse.Namespace) -> int:
+        if not args.hook:
+            settings = make_settings(args)
+            block = _recall(settings, args.budget or settings.memory.recall_budget)
+            print(block, end="")
+            return 0
+        try:
+            payload = hook_payload(sys.stdin.read())
+            if not (args.space or os.environ.get(variable("space"))):
+                args.space = derived_space(Path(payload["cwd"]))
+            settings = make_settings(args)
+            block = _recall(settings, args.budget or settings.memory.recall_budget)
+        except Exception as exc:  # a hook never breaks the session: say why, exit 0
+            print(f"memory-pipeline recall: nothing recalled: {exc}", file=sys.stderr)
+            return 0
+        if block:
+            event = payload.get("hook_event_name")
+            print(hook_output(block, event if isinstance(event, str) else HOOK_EVENT))
+        return 0
+
+    p = sub.add_parser(
+        "recall",
+        parents=parents,
+        help="print what this project's memory holds that matters now (a SessionStart hook)",
+        description="Print a short block of the space's principles and important notes and "
+        "its latest sessions, within a token budget; nothing when there is nothing to say. "
+        "Reads the store only: no model, no index.",
+    )
+    p.add_argument(
+        "--budget",
+        type=positive_int,
+        help="the block's size in tokens, estimated as UTF-8 bytes / 3 "
+        "(default: HYBRID_RAG_RECALL_BUDGET, else 1500)",
+    )
+    p.add_argument(
+        "--hook",
+        action="store_true",
+        help="run as Claude Code's SessionStart hook: read its JSON payload on stdin, take "
+        "the space from its cwd (unless --space or HYBRID_RAG_SPACE), print the block as "
+        "hookSpecificOutput.additionalContext, and exit 0 whatever fails",
+    )
+    p.set_defaults(func=cmd_recall, reads_only=True)
