@@ -20,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memory_pipeline.errors import InvalidInputError
 
+# Tags a stored conversation carries (sources/conversations.py): stable, readers of the
+# memory look them up (recall, the agents).
+CONVERSATION_TAG = "conversation"
+TRANSCRIPT_OF = "transcript_of:"
+TRANSCRIPT_LAST_ACTIVITY = "transcript_last_activity:"
 MAX_TAG_CHARS = 200
 MAX_TAGS = 50
 MAX_TITLE_CHARS = 300

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from memory_pipeline.metadata import CONVERSATION_TAG, TRANSCRIPT_LAST_ACTIVITY
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ MAX_NOTES = 15
 MAX_SESSIONS = 5
 TEXT_CHARS = 160  # an item's quoted text, clipped (and marked) beyond this
 TITLE_CHARS = 80
-CONVERSATION_TAG = "conversation"
-LAST_ACTIVITY_PREFIX = "session_last_activity:"  # sources/conversations.py tags it so
 HUMAN_SPEAKERS = ("human", "user")
 CLIPPED = " …"
 
@@ -143,7 +142,11 @@ def _note_order(c: ChunkRecord) -> tuple[int, float, int, str, int]:
 
 def _notes(store: RecallView) -> list[str]:
     ids = store.guaranteed_ids(NOTE_TYPES, NOTE_IMPORTANCE, SearchFilters())
-    chunks = sorted(store.get_chunks(int(i) for i in ids).values(), key=_note_order)[:MAX_NOTES]
+    ranked = sorted(store.get_chunks(int(i) for i in ids).values(), key=_note_order)
+    # One line per document, its first chunk in that order: a note split into chunks
+    # would otherwise repeat itself (chunks overlap).
+    chunks = list({c.doc_id: c for c in reversed(ranked)}.values())
+    chunks = sorted(chunks, key=_note_order)[:MAX_NOTES]
     labels = store.document_labels(c.doc_id for c in chunks)
     items = []
     for c in chunks:
@@ -159,10 +162,11 @@ def _notes(store: RecallView) -> list[str]:
 
 
 def _last_activity(doc: TaggedDocument) -> dt.datetime:
-    """The session's last activity as tagged, else its source date, else when it was stored."""
+    """The session's last activity as tagged, else its source date, else when it was stored
+    (a transcript stored before the ``transcript_*`` tags has only the day)."""
     if doc.latest is not None:
         try:
-            stamp = dt.datetime.fromisoformat(doc.latest.removeprefix(LAST_ACTIVITY_PREFIX))
+            stamp = dt.datetime.fromisoformat(doc.latest.removeprefix(TRANSCRIPT_LAST_ACTIVITY))
         except ValueError:
             stamp = None
         if stamp is not None:
@@ -178,7 +182,7 @@ def _age(when: dt.datetime, now: dt.datetime) -> str:
 
 
 def _sessions(store: RecallView, now: dt.datetime) -> list[str]:
-    docs = store.tagged_documents(CONVERSATION_TAG, LAST_ACTIVITY_PREFIX)
+    docs = store.tagged_documents(CONVERSATION_TAG, TRANSCRIPT_LAST_ACTIVITY)
     dated = sorted(
         ((_last_activity(d), d) for d in docs), key=lambda p: (-p[0].timestamp(), p[1].doc_id)
     )

@@ -23,14 +23,16 @@ from typing import Any, Protocol
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES, LoadedDocument, load_text, read_capped
 from memory_pipeline.ingest.turns import TurnText
-from memory_pipeline.metadata import strip_controls
+from memory_pipeline.metadata import (
+    CONVERSATION_TAG,
+    TRANSCRIPT_LAST_ACTIVITY,
+    TRANSCRIPT_OF,
+    strip_controls,
+)
 
 TOOL_TEXT_LIMIT = 600  # tool inputs and results are context, not knowledge: keep them short
 ATTACHMENT_LIMIT = 2000
 TITLE_LIMIT = 80
-# A stored transcript's tag prefixes; stable, readers of the memory look them up.
-TRANSCRIPT_OF = "transcript_of:"
-TRANSCRIPT_LAST_ACTIVITY = "transcript_last_activity:"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Conversation:
         The tags say *transcript*: a summary of the same session (the session-to-memory
         agent's) is tagged ``summary_of:`` instead, so neither's lookup finds the other.
         """
-        tags = ["conversation", self.origin, f"{TRANSCRIPT_OF}{self.session_id}"]
+        tags = [CONVERSATION_TAG, self.origin, f"{TRANSCRIPT_OF}{self.session_id}"]
         if self.conversation_id is not None:
             tags.append(f"conversation_id:{self.conversation_id}")
         if self.last_activity is not None:

@@ -59,7 +59,7 @@ class DocumentQueries(StoreBase):
     def tagged_documents(self, tag: str, prefix: str) -> list[TaggedDocument]:
         """The readable documents with a live chunk tagged ``tag``, by doc_id, each with the
         greatest of its chunks' tags starting with ``prefix`` (None: no such tag); e.g. the
-        conversations with their ``session_last_activity:`` stamps, which sort as times."""
+        conversations with their ``transcript_last_activity:`` stamps, which sort as times."""
         tagged = (
             sa.select(Chunk.doc_id)
             .join(ChunkTag, ChunkTag.chunk_id == Chunk.id)

@@ -146,6 +146,7 @@ def test_the_block_holds_the_spaces_principles_important_notes_and_latest_sessio
     assert "— rules (" in block  # each note names its document
     assert "[note, importance 0.7] Reviews: every change needs a test that fails first." in block
     assert " … — review (" in block  # a long note is cut, and says so
+    assert notes.count("— review (") == 1  # a note stored in several chunks: one line
     assert estimate_tokens(block) <= 1500
 
 
