@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from memory_pipeline.metadata import MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, KnowledgeType
-from memory_pipeline.types import SearchHit
+from memory_pipeline.types import SearchHit, Turn
 from serving.hints import McpText
 from serving.wire import round_sig
 
@@ -73,6 +73,12 @@ class MetadataIn(_Input):
     title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
 
 
+class TurnIn(_Input):
+    turn_id: str = Field(max_length=10_000)
+    speaker: str = Field(max_length=10_000)
+    said_at: UTCDatetime | None = None
+
+
 class ChunkIn(_Input):
     # A search hit handed back for ``rerank`` (no docstring: it would be a schema description
     # repeating the tool's); ``score`` is its relevance.
@@ -91,11 +97,13 @@ class ChunkIn(_Input):
     stage_scores: dict[str, float | int | None] = Field(default_factory=dict)
     title: str | None = Field(default=None, max_length=10_000)
     source: str | None = Field(default=None, max_length=10_000)
+    turns: list[TurnIn] = Field(default_factory=list, max_length=10_000)
 
     def hit(self) -> SearchHit:
-        """The hit it was sent as: its fields are ``SearchHit``'s (the turns aside)."""
-        fields = self.model_dump()
+        """The hit it was sent as: its fields are ``SearchHit``'s."""
+        fields = self.model_dump(exclude={"turns"})
         fields["knowledge_type"] = self.knowledge_type.value if self.knowledge_type else None
+        fields["turns"] = tuple(Turn(t.turn_id, t.speaker, t.said_at) for t in self.turns)
         return SearchHit(**fields)
 
 

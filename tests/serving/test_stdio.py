@@ -297,6 +297,24 @@ async def test_rerank(layout: StoreLayout) -> None:
         await refused(client, layout, "rerank", {"chunks": hits, "time_weight": 1.5}, "time_weight")
 
 
+async def test_rerank_takes_conversation_hits_back_with_their_turns(layout: StoreLayout) -> None:
+    async with serve(layout) as client:
+        await ingest_both(client)
+        hits = (await call(client, "hybrid_search", query="rank fusion decay", top_k=2))["chunks"]
+        turns = [{"turn_id": "D1:3", "speaker": "Caroline", "said_at": "2023-05-08T13:56:00Z"}]
+        sent = [{**hits[0], "turns": turns}, *hits[1:]]
+        ranked = (await call(client, "rerank", chunks=sent))["chunks"]
+        back = next(c for c in ranked if c["chunk_id"] == hits[0]["chunk_id"])
+        assert [(t["turn_id"], t["speaker"]) for t in back["turns"]] == [("D1:3", "Caroline")]
+        await refused(
+            client,
+            layout,
+            "rerank",
+            {"chunks": [{**hits[0], "turns": [{"speaker": "Caroline"}]}]},
+            "turn_id",
+        )
+
+
 # ---------------------------------------------------------------- chunks and tags
 async def test_set_chunk_tags_and_find_by_tag(layout: StoreLayout) -> None:
     async with serve(layout) as client:
