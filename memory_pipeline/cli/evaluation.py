@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_pipeline.cli.flags import non_negative_float
 from memory_pipeline.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -139,14 +140,14 @@ def register(
     p.add_argument("--compare", type=Path, help="an earlier JSON report to compare with")
     p.add_argument(
         "--max-drop",
-        type=float,
+        type=non_negative_float,
         help="with --compare: exit 1 if nDCG@10 or Recall@10 (or @max k without 10) "
         "dropped by more than this",
     )
     p.add_argument("--cache-dir", type=Path, help="BEIR memories (default: ~/.cache/…/eval)")
     p.add_argument(
         "--embed-budget",
-        type=float,
+        type=non_negative_float,
         help="BEIR: stop embedding after this many minutes and evaluate the partial memory "
         "(judged documents first, then a random sample); a later run resumes. 0: embed nothing",
     )
