@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from memory_pipeline.cli import alerts as alerts_cli
+from memory_pipeline.cli import capture as capture_cli
 from memory_pipeline.cli import evaluation as eval_cli
 from memory_pipeline.cli import forgetting as forgetting_cli
 from memory_pipeline.cli import reports as report_cli
@@ -356,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_cli.register(sub, [common], _system)
     alerts_cli.register(sub, [common])
     setup_cli.register(sub, [common])
+    capture_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

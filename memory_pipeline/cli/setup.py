@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
@@ -24,7 +23,7 @@ from typing import Any
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.spaces import MAX_SPACE_CHARS, check_space
+from memory_pipeline.spaces import derived_space
 
 #: The server's name in ``.mcp.json``: the shipped subagents call its tools as
 #: ``mcp__hybrid-rag__<tool>``, so they work only under this name.
@@ -34,8 +33,6 @@ AGENTS_DIR = Path(".claude") / "agents"
 #: The model is unpacked once into the cache; a server must never wait on the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 CLIENTS = ("claude-code",)
-
-_NOT_IN_NAME = re.compile(r"[^a-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -90,17 +87,6 @@ def server_command() -> tuple[str, ...]:
     if script.is_file():
         return (str(script), "serve")
     return (sys.executable, "-m", "serving")
-
-
-def derived_space(folder: Path) -> str:
-    """A space name from a project folder's name: lowercased, other characters as ``-``."""
-    name = _NOT_IN_NAME.sub("-", folder.name.lower()).strip("-_.")[:MAX_SPACE_CHARS]
-    name = name.rstrip("-_.")
-    if not name:
-        raise InvalidInputError(
-            f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
-        )
-    return check_space(name)
 
 
 def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:

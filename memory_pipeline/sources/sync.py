@@ -102,6 +102,7 @@ class SyncReport:
     documents_unchanged: int = 0
     documents_removed: int = 0
     sessions_skipped: int = 0  # conversations whose last activity is already stored
+    turns_stored: int = 0  # the turns of the sessions stored (added or replaced)
     chunks_added: int = 0
     chunks_removed: int = 0
     embedded: int = 0
@@ -311,6 +312,8 @@ def _ingest_conversations(
             errors.append(f"{session.conv.session_id}: {exc}")
             continue
         report.count(result, sum(d.n_chunks for d in older if d.doc_id != result.doc_id))
+        if result.status != "unchanged":
+            report.turns_stored += len(session.conv.messages)
     entry = ledger.get(path)
     for gone in [s for s in (entry.sources if entry else []) if s not in produced]:
         _delete_source(target, gone, report)
