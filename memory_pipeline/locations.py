@@ -52,6 +52,11 @@ def capture_dir(db: Path) -> Path:
     return Path(os.path.abspath(Path(db).expanduser())).parent / CAPTURE_DIR
 
 
+def import_state(db: Path) -> Path:
+    """The ledger of ``memory-pipeline import`` for the memory whose database is ``db``."""
+    return capture_dir(db).parent / "import-state.json"
+
+
 def db_from_env(env: Mapping[str, str]) -> Path:
     """The database file the environment configures, as ``Settings.db_path`` reads it,
     without loading the settings (the hook must start in milliseconds)."""

@@ -16,6 +16,7 @@ from memory_pipeline.cli import alerts as alerts_cli
 from memory_pipeline.cli import capture as capture_cli
 from memory_pipeline.cli import evaluation as eval_cli
 from memory_pipeline.cli import forgetting as forgetting_cli
+from memory_pipeline.cli import imports as import_cli
 from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
@@ -358,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     alerts_cli.register(sub, [common])
     setup_cli.register(sub, [common])
     capture_cli.register(sub, [common], _system)
+    import_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
@@ -111,6 +111,17 @@ class SyncReport:
     files_deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
+
+    def add(self, other: SyncReport) -> None:
+        """Take in another run's counts (a long import applied file by file)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                mine.update(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
     def count(self, result: IngestResult, removed_chunks: int) -> None:
         if result.status == "unchanged":
