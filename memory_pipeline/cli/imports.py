@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,26 @@ from memory_pipeline.sources.sync import SyncReport
 
 #: What a shell reports for a command Ctrl-C ended: 128 + SIGINT.
 INTERRUPTED = 130
+
+
+@contextmanager
+def stopping() -> Iterator[list[bool]]:
+    """Ctrl-C asks to stop after the file being stored (a list that is true once asked);
+    a second Ctrl-C stops at once, as usual. Storing a file is never cut in half by the
+    first: its session is stored whole or not at all either way, but the ledger and the
+    summary then tell how far the import got."""
+    asked: list[bool] = []
+
+    def ask(signum: int, frame: object) -> None:
+        asked.append(True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("\nstopping after this file (Ctrl-C again stops at once)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, ask)
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def files_to_import(config: SourcesConfig, paths: list[Path]) -> list[Path]:
@@ -79,28 +101,29 @@ def register(
             disable=args.no_progress,
             mininterval=1.0,
         )
-        try:
-            with open_ledger(state) as ledger:
-                for path in files:
-                    report.add(store_files(system, config, [path], ledger))
-                    done += 1
-                    bar.update(sizes[path])
-                    bar.set_postfix(
-                        sessions=report.documents_added + report.documents_replaced,
-                        turns=report.turns_stored,
-                        refresh=False,
-                    )
-        except KeyboardInterrupt:
-            bar.close()
+        with stopping() as stop, open_ledger(state) as ledger:
+            for path in files:
+                if stop:
+                    break
+                report.add(store_files(system, config, [path], ledger))
+                done += 1
+                bar.update(sizes[path])
+                bar.set_postfix(
+                    sessions=report.documents_added + report.documents_replaced,
+                    turns=report.turns_stored,
+                    refresh=False,
+                )
+        bar.close()
+        if stop:
             for line in summary(report, done, len(files)):
                 print(line)
             print(
-                "interrupted: what is listed above is stored; run the same command again "
-                "to continue (stored sessions are skipped, none is stored twice)",
+                f"interrupted after {done} of {len(files)} files: what is listed above is "
+                "stored; run the same command again to continue (stored sessions are "
+                "skipped, none is stored twice)",
                 file=sys.stderr,
             )
             return INTERRUPTED
-        bar.close()
         for line in summary(report, done, len(files)):
             print(line)
         if not args.no_index and system.index_due():
