@@ -49,7 +49,6 @@ def hook(
     stdin: IO[str],
     env: Mapping[str, str],
     space: str | None = None,
-    start: Callable[[Path], object] | None = None,
 ) -> int:
     """Record the session a hook payload names as pending and start the worker."""
     folder = capture_dir(db_from_env(env))
@@ -92,7 +91,7 @@ def hook(
     )
     try:
         spool.write_pending(folder, capture)
-        (start or start_worker)(folder)
+        start_worker(folder, env)
     except OSError as exc:
         message = f"memory-pipeline capture: cannot record the session in {folder}: {exc}"
         print(message, file=sys.stderr)
@@ -102,9 +101,9 @@ def hook(
     return 0
 
 
-def start_worker(folder: Path) -> None:
-    """``capture --drain`` in its own session, away from the hook's pipes: Claude Code
-    waits for the hook's output to close, not for the worker."""
+def start_worker(folder: Path, env: Mapping[str, str]) -> None:
+    """``capture --drain`` in its own session, away from the hook's pipes (Claude Code
+    waits for the hook's output to close, not for the worker), with ``env``."""
     with open(folder / spool.LOG_NAME, "a", encoding="utf-8") as log:
         subprocess.Popen(
             [sys.executable, *WORKER],
@@ -113,6 +112,7 @@ def start_worker(folder: Path) -> None:
             stderr=log,
             start_new_session=True,
             close_fds=True,
+            env=dict(env),
         )
 
 
@@ -122,9 +122,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--space")
     args, rest = parser.parse_known_args(argv)
     if rest:  # --drain, --help, storage flags: the full command line
-        from memory_pipeline.cli.main import main as full
+        from memory_pipeline.cli import commands
 
-        return full(["capture", *argv])
+        return commands.main(["capture", *argv])
     return hook(sys.stdin, os.environ, args.space)
 
 
@@ -138,11 +138,13 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
     from memory_pipeline.sources.sources_file import SourceKind
 
     system = None
+    stored = refused = 0
     try:
         while spool.waiting(folder):
             with spool.worker_lock(folder) as held:
                 if not held:
                     spool.log(folder, "another worker holds the lock; it takes these too")
+                    print("another worker is storing the pending captures")
                     return 0
                 while claimed := spool.claim(folder):
                     system = system or make_system()
@@ -168,6 +170,8 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
                                 why = "the transcript is gone"
                             state = f"refused: {why}" if why else "stored"
                             spool.log(folder, f"{state}: {capture.session_id} (space {space})")
+                            refused += bool(why)
+                            stored += not why
                             path.unlink(missing_ok=True)  # stored, or refused for good
                 if system is not None and system.index_due():
                     r = system.update_index()
@@ -175,6 +179,7 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
     finally:
         if system is not None:
             system.close()
+    print(f"{stored} captured sessions stored or current, {refused} refused; none pending")
     return 0
 
 
@@ -186,11 +191,12 @@ def register(
     """Add ``capture`` (the hook; ``--drain`` runs the worker in the foreground)."""
 
     def cmd_capture(args: argparse.Namespace) -> int:
+        env = dict(os.environ)
         if args.db:  # the worker the hook starts stores where this was told, too
-            os.environ[DB_PATH_VARIABLE] = str(Path(args.db).resolve())
+            env[DB_PATH_VARIABLE] = str(Path(args.db).resolve())
         if not args.drain:
-            return hook(sys.stdin, os.environ, args.space)
-        return drain(capture_dir(db_from_env(os.environ)), lambda: make_system(args))
+            return hook(sys.stdin, env, args.space)
+        return drain(capture_dir(db_from_env(env)), lambda: make_system(args))
 
     p = sub.add_parser(
         "capture",
