@@ -281,6 +281,12 @@ class Settings(BaseSettings):
         return moved, settled.notice
 
     @property
+    def capture_dir(self) -> Path:
+        """Where captured sessions wait to be stored (``locations.capture_dir``: the hook,
+        which never loads these settings, finds the same folder)."""
+        return locations.capture_dir(self.db_path)
+
+    @property
     def url(self) -> str:
         return self.database_url or sqlite_url(self.db_path.resolve())
 

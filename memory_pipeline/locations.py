@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,30 @@ def _xdg(variable: str, fallback: str) -> Path:
 def data_dir() -> Path:
     """The user's memory folder (database, index, archive)."""
     return _xdg("XDG_DATA_HOME", ".local/share") / APP
+
+
+#: The variable that names the database file (``Settings.db_path``'s).
+DB_PATH_VARIABLE = "HYBRID_RAG_DB_PATH"
+#: The folder beside the database that holds captures not yet stored.
+CAPTURE_DIR = "capture"
+
+
+def capture_dir(db: Path) -> Path:
+    """Where the pending captures of the memory whose database is ``db`` wait: the one
+    place the hook, the worker and ``Settings.capture_dir`` all take it from."""
+    return Path(os.path.abspath(Path(db).expanduser())).parent / CAPTURE_DIR
+
+
+def import_state(db: Path) -> Path:
+    """The ledger of ``memory-pipeline import`` for the memory whose database is ``db``."""
+    return capture_dir(db).parent / "import-state.json"
+
+
+def db_from_env(env: Mapping[str, str]) -> Path:
+    """The database file the environment configures, as ``Settings.db_path`` reads it,
+    without loading the settings (the hook must start in milliseconds)."""
+    raw = env.get(DB_PATH_VARIABLE, "")
+    return Path(raw).expanduser() if raw else Layout.default().db
 
 
 def cache_dir() -> Path:

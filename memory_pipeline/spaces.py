@@ -13,12 +13,16 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from memory_pipeline.errors import InvalidInputError
 
 DEFAULT_SPACE = "default"
 MAX_SPACE_CHARS = 64
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+_NOT_IN_NAME = re.compile(r"[^a-z0-9_.-]+")
+#: The variable that names the space a process writes to (``Settings.space``'s).
+SPACE_VARIABLE = "HYBRID_RAG_SPACE"
 
 
 def check_space(name: object) -> str:
@@ -76,3 +80,17 @@ def doc_id_in_space(content_sha256: str, space: str) -> str:
     if space == DEFAULT_SPACE:
         return content_sha256[:32]
     return hashlib.sha256(f"{space}\x00{content_sha256}".encode()).hexdigest()[:32]
+
+
+def derived_space(folder: Path) -> str:
+    """A space name from a project folder's name: lowercased, other characters as ``-``.
+
+    The space ``setup claude-code`` gives a project, and the one its captured sessions go to.
+    """
+    name = _NOT_IN_NAME.sub("-", folder.name.lower()).strip("-_.")[:MAX_SPACE_CHARS]
+    name = name.rstrip("-_.")
+    if not name:
+        raise InvalidInputError(
+            f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
+        )
+    return check_space(name)

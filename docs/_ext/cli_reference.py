@@ -1,6 +1,6 @@
 """``cli-reference``: a command line's reference, walked from its argparse parser.
 
-    ```{cli-reference} memory_pipeline.cli.main:build_parser
+    ```{cli-reference} memory_pipeline.cli.commands:build_parser
     ```
 
 The argument names a function that returns the parser. With ``:calls-parse-args:``

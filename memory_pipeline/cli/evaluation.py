@@ -1,6 +1,6 @@
 """``memory-pipeline eval``: golden sets against one's memory, or a BEIR set in a throw-away one.
 
-Wired into ``memory_pipeline.cli.main`` by :func:`register`; this module only parses,
+Wired into ``memory_pipeline.cli.commands`` by :func:`register`; this module only parses,
 builds the objects for the BEIR case, and prints.
 """
 

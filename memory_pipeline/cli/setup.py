@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
@@ -24,18 +23,19 @@ from typing import Any
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.spaces import MAX_SPACE_CHARS, check_space
+from memory_pipeline.spaces import derived_space
 
 #: The server's name in ``.mcp.json``: the shipped subagents call its tools as
 #: ``mcp__hybrid-rag__<tool>``, so they work only under this name.
 SERVER_NAME = "hybrid-rag"
 MCP_FILE = ".mcp.json"
 AGENTS_DIR = Path(".claude") / "agents"
+SETTINGS_FILE = Path(".claude") / "settings.json"
+#: Seconds Claude Code gives each hook before it stops waiting (``capture`` returns at once).
+HOOK_TIMEOUT = 30
 #: The model is unpacked once into the cache; a server must never wait on the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 CLIENTS = ("claude-code",)
-
-_NOT_IN_NAME = re.compile(r"[^a-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -84,23 +84,83 @@ class AgentFiles:
     skipped: tuple[Path, ...] = ()  # the user's own version, kept (no --force)
 
 
+def _console_script() -> Path | None:
+    script = Path(sys.executable).parent / "memory-pipeline"
+    return script if script.is_file() else None
+
+
 def server_command() -> tuple[str, ...]:
     """The installed console script by absolute path, else this interpreter's ``-m serving``."""
-    script = Path(sys.executable).parent / "memory-pipeline"
-    if script.is_file():
+    script = _console_script()
+    if script is not None:
         return (str(script), "serve")
     return (sys.executable, "-m", "serving")
 
 
-def derived_space(folder: Path) -> str:
-    """A space name from a project folder's name: lowercased, other characters as ``-``."""
-    name = _NOT_IN_NAME.sub("-", folder.name.lower()).strip("-_.")[:MAX_SPACE_CHARS]
-    name = name.rstrip("-_.")
-    if not name:
+def cli_command(*words: str) -> str:
+    """A command line of this command, as a hook runs it: the installed console script by
+    absolute path (as the server's), else this interpreter's ``-m memory_pipeline.cli``."""
+    script = _console_script()
+    head = (str(script),) if script is not None else (sys.executable, "-m", "memory_pipeline.cli")
+    return shlex.join([*head, *words])
+
+
+def hook_commands(space: str | None) -> dict[str, str]:
+    """Claude Code hook event → the command it runs: capture the session as it ends or
+    before it is compacted, recall at its start. ``space`` when setup was given one."""
+    chosen = ["--space", space] if space else []
+    return {
+        "SessionStart": cli_command("recall", "--hook", *chosen),
+        "PreCompact": cli_command("capture", *chosen),
+        "SessionEnd": cli_command("capture", *chosen),
+    }
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    """``path``'s JSON object ({} when absent or blank); anything else is refused, the
+    file left as it was."""
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
         raise InvalidInputError(
-            f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"{exc.colno}); it was left as it was: fix it, then run setup again"
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(
+            f"{path} is not a JSON object; it was left as it was: fix it, then run setup again"
         )
-    return check_space(name)
+    return data
+
+
+def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``path``'s text with a command hook for each event of ``commands`` (one already
+    running that command is kept, so a second run adds nothing), every other hook and
+    setting kept; and the events a hook was added to."""
+    data = _read_object(path)
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
+        raise InvalidInputError(
+            f'{path}: "hooks" is not an object of lists; it was left as it was: fix it, '
+            "then run setup again"
+        )
+    added = []
+    for event, command in commands.items():
+        groups = hooks.setdefault(event, [])
+        present = any(
+            isinstance(h, dict) and h.get("command") == command
+            for g in groups
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            for h in g["hooks"]
+        )
+        if not present:
+            entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+            groups.append({"hooks": [entry]})
+            added.append(event)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n", added
 
 
 def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:
@@ -119,21 +179,12 @@ def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, s
 def merged_mcp_json(path: Path, name: str, entry: ServerEntry) -> str:
     """``path``'s text with the server ``name`` set to ``entry`` and everything else kept;
     a file that is not a JSON object with an object ``mcpServers`` is refused."""
-    data: dict[str, Any] = {}
-    if path.exists():
-        text = path.read_text(encoding="utf-8")
-        try:
-            data = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(
-                f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column "
-                f"{exc.colno}); it was left as it was: fix it, then run setup again"
-            ) from exc
-        if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
-            raise InvalidInputError(
-                f'{path} is not an object with an object "mcpServers"; it was left as it '
-                "was: fix it, then run setup again"
-            )
+    data = _read_object(path)
+    if not isinstance(data.get("mcpServers", {}), dict):
+        raise InvalidInputError(
+            f'{path} is not an object with an object "mcpServers"; it was left as it '
+            "was: fix it, then run setup again"
+        )
     data.setdefault("mcpServers", {})[name] = entry.to_json()
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -196,6 +247,12 @@ def cmd_setup(args: argparse.Namespace) -> int:
     space = chosen.space if args.space else derived_space(project)
     read = list(chosen.read_spaces)
     entry = server_entry(space, read, _storage(args))
+    settings_text = None
+    if args.hooks:  # checked before anything is written: a refused file changes nothing
+        hooks_file = project / SETTINGS_FILE
+        settings_text, added = merged_settings_json(
+            hooks_file, hook_commands(space if args.space else None)
+        )
     mcp = project / MCP_FILE
     text = merged_mcp_json(mcp, SERVER_NAME, entry)
     if mcp.exists() and mcp.read_text(encoding="utf-8") == text:
@@ -203,6 +260,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
     else:
         replace_text(mcp, text)
         print(f"{MCP_FILE}: server {SERVER_NAME!r} set up (space {space!r})")
+    if settings_text is not None:
+        if added:
+            hooks_file.parent.mkdir(parents=True, exist_ok=True)
+            replace_text(hooks_file, settings_text)
+        commands = hook_commands(space if args.space else None)
+        for event in commands:
+            state = "added" if event in added else "already there"
+            print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({state})")
     if args.agents:
         done = write_agents(project / AGENTS_DIR, force=args.force)
         for verb, paths in (("wrote", done.written), ("unchanged", done.unchanged)):
@@ -242,6 +307,12 @@ def register(
         "--agents",
         action="store_true",
         help=f"also write the shipped Claude Code subagents into {AGENTS_DIR}/",
+    )
+    p.add_argument(
+        "--hooks",
+        action="store_true",
+        help=f"also add Claude Code hooks to {SETTINGS_FILE}: capture each session as it "
+        "ends or is compacted, recall at its start (other hooks are kept)",
     )
     p.add_argument(
         "--force",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
@@ -102,6 +102,7 @@ class SyncReport:
     documents_unchanged: int = 0
     documents_removed: int = 0
     sessions_skipped: int = 0  # conversations whose last activity is already stored
+    turns_stored: int = 0  # the turns of the sessions stored (added or replaced)
     chunks_added: int = 0
     chunks_removed: int = 0
     embedded: int = 0
@@ -110,6 +111,17 @@ class SyncReport:
     files_deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
+
+    def add(self, other: SyncReport) -> None:
+        """Take in another run's counts (a long import applied file by file)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                mine.update(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
     def count(self, result: IngestResult, removed_chunks: int) -> None:
         if result.status == "unchanged":
@@ -311,6 +323,8 @@ def _ingest_conversations(
             errors.append(f"{session.conv.session_id}: {exc}")
             continue
         report.count(result, sum(d.n_chunks for d in older if d.doc_id != result.doc_id))
+        if result.status != "unchanged":
+            report.turns_stored += len(session.conv.messages)
     entry = ledger.get(path)
     for gone in [s for s in (entry.sources if entry else []) if s not in produced]:
         _delete_source(target, gone, report)

@@ -24,11 +24,13 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from memory_pipeline import spool
 from memory_pipeline.cli import main
 from memory_pipeline.cli.main import READER_GONE, build_parser
 from memory_pipeline.evaluation.results import EvalRun
+from memory_pipeline.locations import capture_dir
 from memory_pipeline.system import doc_id_for
-from tests.conftest import CONSOLE_SCRIPT
+from tests.conftest import CONSOLE_SCRIPT, SHARED
 
 DOCS = {
     "fusion.md": "---\nknowledge_type: principle\nimportance: 0.9\n---\n\n# Fusion\n\n"
@@ -198,6 +200,26 @@ def _check_alerts(ctx: Ctx, data: dict[str, Any]) -> None:
     assert data["unreadable_lines"] == 0
 
 
+def _claude_code_session(ctx: Ctx) -> Path:
+    """A Claude Code session log (the sample's format) in ``sessions/``."""
+    [sample] = (SHARED / "samples" / "claude-code-projects").glob("*/*.jsonl")
+    copy = ctx.dir / "sessions" / sample.name
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_bytes(sample.read_bytes())
+    return copy
+
+
+def _claude_code_sessions(ctx: Ctx) -> None:
+    _claude_code_session(ctx)
+
+
+def _pending_capture(ctx: Ctx) -> None:
+    """A session a hook recorded as pending in this memory's spool."""
+    session = _claude_code_session(ctx)
+    capture = spool.Capture(session.stem, str(session), "proj", str(ctx.dir), "SessionEnd")
+    spool.write_pending(capture_dir(ctx.dir / "memory.db"), capture)
+
+
 def _check_setup(ctx: Ctx, out: str) -> None:
     """The storage flags given are written as they were, absolute."""
     env = json.loads((ctx.dir / ".mcp.json").read_text())["mcpServers"]["hybrid-rag"]["env"]
@@ -328,6 +350,20 @@ CASES: dict[str, Case] = {
         stdout="- [principle, importance 0.9] # Fusion Reciprocal rank fusion adds one over k",
         bad_args=("--budget", "0"),
         bad_message="argument --budget: expected a positive integer, got 0",
+    ),
+    "import": Case(
+        args=("claude_code", "{dir}/sessions", "--no-progress"),
+        stdout="1 of 1 files: 1 sessions stored (1 new, 0 grown), 4 turns",
+        before=_claude_code_sessions,
+        bad_args=("claude_code", "{dir}/nowhere"),
+        bad_message="/nowhere: no such file or folder",
+    ),
+    "capture": Case(
+        args=("--drain",),
+        stdout="1 captured sessions stored or current, 0 refused; none pending",
+        before=_pending_capture,
+        bad_args=("--drain", "--bogus"),
+        bad_message="unrecognized arguments: --bogus",
     ),
     "demo": Case(
         args=("--query", "Why should old news fade?"),

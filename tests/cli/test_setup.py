@@ -290,3 +290,86 @@ async def test_two_projects_share_one_memory_but_not_their_notes(
     assert [p.name for p in (tmp_path / "home" / "data" / "memory-pipeline").glob("*.db")] == [
         "memory.db"
     ]
+
+
+def hooks_of(folder: Path) -> dict[str, Any]:
+    return dict(json.loads((folder / ".claude" / "settings.json").read_text())["hooks"])
+
+
+def test_hooks_are_merged_beside_the_users_own_and_a_rerun_adds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    theirs = {"type": "command", "command": "notify-send bye"}
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash(ls)"]},
+                "hooks": {"SessionEnd": [{"hooks": [theirs]}], "Stop": [{"hooks": [theirs]}]},
+            }
+        )
+    )
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert code == 0, err
+    cli = str(Path(server_command()[0]).parent / "memory-pipeline")
+    if not Path(cli).is_file():  # a checkout without the console script
+        cli = shlex.join([server_command()[0], "-m", "memory_pipeline.cli"])
+    ours = {
+        event: {"hooks": [{"type": "command", "command": f"{cli} {words}", "timeout": 30}]}
+        for event, words in (
+            ("SessionEnd", "capture"),
+            ("PreCompact", "capture"),
+            ("SessionStart", "recall --hook"),
+        )
+    }
+    assert hooks_of(project) == {
+        "SessionEnd": [{"hooks": [theirs]}, ours["SessionEnd"]],
+        "Stop": [{"hooks": [theirs]}],
+        "SessionStart": [ours["SessionStart"]],
+        "PreCompact": [ours["PreCompact"]],
+    }
+    assert json.loads(settings.read_text())["permissions"] == {"allow": ["Bash(ls)"]}
+    assert out.count("(added)") == 3 and f"hook SessionEnd → {cli} capture (added)" in out
+    before = settings.read_text()
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert code == 0, err
+    assert settings.read_text() == before
+    assert out.count("(already there)") == 3 and "(added)" not in out
+
+
+def test_hooks_carry_a_chosen_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = setup_in(tmp_path / "proj", monkeypatch, capsys, "--hooks", "--space", "work")
+    assert code == 0, err
+    [group] = hooks_of(tmp_path / "proj")["SessionEnd"]
+    assert group["hooks"][0]["command"].endswith(" capture --space work")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"hooks": {', "is not valid JSON"),
+        ("[1]", "is not a JSON object"),
+        ('{"hooks": {"SessionEnd": {}}}', '"hooks" is not an object of lists'),
+    ],
+    ids=["broken", "a list", "hooks of the wrong shape"],
+)
+def test_unusable_settings_are_refused_and_nothing_is_written(
+    text: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    project = tmp_path / "proj"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(text)
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert (code, out) == (2, "")
+    assert message in err and "left as it was" in err
+    assert settings.read_text() == text
+    assert not (project / ".mcp.json").exists()

@@ -26,6 +26,10 @@ CASES = {
         "from memory_pipeline.cli.main import build_parser; build_parser()",
         HEAVY,
     ),
+    "the console script's entry and the capture hook": (
+        "import memory_pipeline.cli.capture; from memory_pipeline.cli import main",
+        (*HEAVY, "pydantic", "yaml"),
+    ),
     "the server's entry point and its settings": (
         "import serving.__main__ as m; from memory_pipeline.config import Settings; "
         "m.parse_args([]); Settings.from_env({})",

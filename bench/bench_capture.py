@@ -1,0 +1,238 @@
+"""Capture and backfill: how long the Claude Code hook takes, and how fast ``import`` is.
+
+Run by hand: ``python bench/bench_capture.py [--model hashing] [--runs 20]``.
+
+* hook: ``memory-pipeline capture`` run as Claude Code runs it (the console script, the
+  hook's JSON on stdin) ``--runs`` times; wall time from start to exit, p50 and p95. The
+  worker each run starts is let finish, and the machine settle for a second, before the
+  next run (not timed): a session does not end while the last one's worker is writing,
+  and right after a worker's writes even a bare ``python -c pass`` starts several times
+  slower here. A bare interpreter's start is timed the same way, as the floor. Target:
+  p50 ≤ 300 ms.
+* backfill: LoCoMo's development conversations (read from
+  ``../shared/datasets/locomo-dev/locomo-dev.json``, never copied) rendered as Claude
+  Code session logs into a temporary folder, then ``memory-pipeline import claude_code``
+  over it in this process, in a fresh memory: turns per second, and the share of the
+  import's time spent outside the model (the embedder's ``embed_documents`` is timed).
+
+The memory lives in a temporary folder (``XDG_DATA_HOME``); models come from the usual
+cache. ``uptime``'s load is printed before and after: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from memory_pipeline import spool  # noqa: E402
+from memory_pipeline.locations import capture_dir, db_from_env  # noqa: E402
+
+LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo-dev" / "locomo-dev.json"
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def console_script() -> list[str]:
+    script = Path(sys.executable).parent / "memory-pipeline"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "memory_pipeline.cli"]
+
+
+def session_log(
+    path: Path, session: str, when: dt.datetime, turns: Sequence[dict[str, Any]]
+) -> int:
+    """One conversation session as a Claude Code session log; its number of turns."""
+    lines, parent = [], None
+    for n, turn in enumerate(turns):
+        role = "user" if n % 2 == 0 else "assistant"
+        text = f"{turn['speaker']}: {turn.get('text', '')}"
+        record = {
+            "parentUuid": parent,
+            "isSidechain": False,
+            "cwd": "/home/dev/locomo",
+            "sessionId": session,
+            "type": role,
+            "message": {
+                "role": role,
+                "content": text if role == "user" else [{"type": "text", "text": text}],
+            },
+            "uuid": f"{session}-{n}",
+            "timestamp": (when + dt.timedelta(seconds=30 * n)).isoformat().replace("+00:00", "Z"),
+        }
+        lines.append(json.dumps(record, ensure_ascii=False))
+        parent = record["uuid"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(turns)
+
+
+def render_locomo(folder: Path) -> int:
+    """Every LoCoMo dev session as a session log under ``folder``; the turns written."""
+    total = 0
+    for c, item in enumerate(json.loads(LOCOMO.read_text(encoding="utf-8"))):
+        conv = item["conversation"]
+        project = folder / f"-home-dev-locomo-{c}"
+        project.mkdir(parents=True, exist_ok=True)
+        for key, turns in conv.items():
+            if not key.startswith("session_") or not isinstance(turns, list) or not turns:
+                continue
+            stamp = conv.get(f"{key}_date_time", "")
+            try:
+                when = dt.datetime.strptime(stamp, "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
+            except ValueError:
+                when = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
+            total += session_log(
+                project / f"locomo{c}-{key}.jsonl", f"locomo{c}-{key}", when, turns
+            )
+    return total
+
+
+def wait_idle(folder: Path, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        holder = (
+            (folder / spool.LOCK_NAME).read_text().strip()
+            if (folder / spool.LOCK_NAME).exists()
+            else ""
+        )
+        alive = False
+        if holder:
+            try:
+                os.kill(int(holder), 0)
+                alive = True
+            except ProcessLookupError:
+                pass
+        if not spool.waiting(folder) and not alive:
+            return
+        time.sleep(0.1)
+
+
+SETTLE = 1.0
+
+
+def timed_run(argv: list[str], env: dict[str, str], stdin: str = "") -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr}")
+    return seconds
+
+
+def bench_hook(runs: int, work: Path, env: dict[str, str]) -> tuple[list[float], list[float]]:
+    """The hook's wall times, and a bare interpreter's (``python -c pass``) beside them."""
+    transcript = work / "hook" / "session.jsonl"
+    transcript.parent.mkdir(parents=True)
+    turns = [{"speaker": "dev", "text": f"step {n} of the refactor"} for n in range(20)]
+    session_log(transcript, "bench-hook", dt.datetime(2026, 11, 20, tzinfo=dt.UTC), turns)
+    payload = json.dumps(
+        {
+            "session_id": "bench-hook",
+            "transcript_path": str(transcript),
+            "cwd": str(work / "bench project"),
+            "hook_event_name": "SessionEnd",
+        }
+    )
+    folder = capture_dir(db_from_env(env))
+    hook, bare = [], []
+    for _ in range(runs):
+        hook.append(timed_run([*console_script(), "capture"], env, payload))
+        wait_idle(folder)
+        time.sleep(SETTLE)
+        bare.append(timed_run([sys.executable, "-c", "pass"], env))
+        time.sleep(SETTLE)
+    return hook, bare
+
+
+class TimedEmbedder:
+    """The real embedder, with the seconds spent in ``embed_documents`` added up."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed_documents(self, texts: Sequence[str], **kw: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed_documents(texts, **kw)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def bench_import(work: Path) -> dict[str, float]:
+    import memory_pipeline.system as system_module
+    from memory_pipeline.cli.main import main
+
+    folder = work / "projects"
+    turns = render_locomo(folder)
+    timed: list[TimedEmbedder] = []
+    real = system_module.embedder_for
+
+    def timed_for(*args: Any, **kw: Any) -> Any:
+        timed.append(TimedEmbedder(real(*args, **kw)))
+        return timed[-1]
+
+    system_module.embedder_for = timed_for  # type: ignore[assignment]
+    started = time.perf_counter()
+    code = main(["import", "claude_code", str(folder), "--space", "locomo", "--no-progress"])
+    wall = time.perf_counter() - started
+    system_module.embedder_for = real
+    if code != 0:
+        raise SystemExit(f"import exited {code}")
+    model = sum(t.seconds for t in timed)
+    return {"turns": turns, "wall": wall, "model": model}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="embedding model (default: the settings' default)")
+    parser.add_argument("--runs", type=int, default=20, help="hook runs (default 20)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+        work = Path(tmp)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRID_RAG_")}
+        env["XDG_DATA_HOME"] = str(work / "data")
+        env["PYTHONPATH"] = str(ROOT)
+        if args.model:
+            env["HYBRID_RAG_EMBEDDING_MODEL"] = args.model
+        print(f"load before: {uptime()}")
+        hook, bare = bench_hook(args.runs, work, env)
+        for name, seconds in (("hook (memory-pipeline capture)", hook), ("python -c pass", bare)):
+            q = statistics.quantiles(seconds, n=20)
+            print(
+                f"{name}, {len(seconds)} runs: p50 {statistics.median(seconds) * 1000:.0f} ms, "
+                f"p95 {q[18] * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms"
+            )
+        print("target: the hook's p50 ≤ 300 ms")
+        os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
+        r = bench_import(work)
+        outside = 1 - r["model"] / r["wall"]
+        print(
+            f"import claude_code (LoCoMo dev, {r['turns']:.0f} turns): {r['wall']:.1f} s, "
+            f"{r['turns'] / r['wall']:.0f} turns/s, {r['model']:.1f} s in the model, "
+            f"{outside:.0%} of the time outside it"
+        )
+        print(f"load after: {uptime()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

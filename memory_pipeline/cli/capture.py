@@ -1,0 +1,215 @@
+"""``memory-pipeline capture``: a Claude Code hook that brings a session into the memory.
+
+Claude Code runs it on ``SessionEnd`` and ``PreCompact`` with the hook's JSON on stdin.
+It must return at once and never break the session, so it only records the session as
+pending in the spool (``memory_pipeline/spool.py``), starts a detached worker and exits
+0; anything it cannot use (another event, no transcript) is a line in the capture log.
+A payload that is not JSON is one line on stderr and exit 1, which Claude Code shows and
+does not block on (2 would block a compaction). The worker is ``capture --drain``: it
+holds the spool's lock, stores every pending session through the Claude Code source's
+path (``sources.given``) and updates the index once.
+
+This module is what the hook imports: the standard library and the spool only. The
+store, the settings and the models are imported by ``drain`` alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from memory_pipeline import spool
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.locations import DB_PATH_VARIABLE, capture_dir, db_from_env
+from memory_pipeline.spaces import SPACE_VARIABLE, check_space, derived_space
+
+#: The hook events whose transcript is stored; every other event is let pass.
+EVENTS = ("SessionEnd", "PreCompact")
+#: Claude Code shows a hook's stderr for exit codes other than 0 and 2 and goes on.
+NOT_BLOCKING = 1
+WORKER = ("-m", "memory_pipeline.cli", "capture", "--drain")
+
+
+def hook_space(cwd: str, flag: str | None, env: Mapping[str, str]) -> str:
+    """``--space``, else the environment's space, else the one setup derives from ``cwd``."""
+    if flag:
+        return check_space(flag)
+    if env.get(SPACE_VARIABLE):
+        return check_space(env[SPACE_VARIABLE])
+    return derived_space(Path(cwd))
+
+
+def hook(
+    stdin: IO[str],
+    env: Mapping[str, str],
+    space: str | None = None,
+) -> int:
+    """Record the session a hook payload names as pending and start the worker."""
+    folder = capture_dir(db_from_env(env))
+    text = stdin.read()
+    try:
+        payload: Any = json.loads(text)
+    except ValueError as exc:
+        message = f"memory-pipeline capture: the hook input is not JSON ({exc}); nothing captured"
+        print(message, file=sys.stderr)
+        spool.log(folder, message)
+        return NOT_BLOCKING
+    if not isinstance(payload, dict):
+        spool.log(folder, "skipped: the hook input is not a JSON object")
+        return 0
+    event = payload.get("hook_event_name")
+    transcript = payload.get("transcript_path")
+    if event not in EVENTS:
+        spool.log(folder, f"skipped: event {event!r} is not one of {', '.join(EVENTS)}")
+        return 0
+    if not isinstance(transcript, str) or not transcript:
+        spool.log(folder, f"skipped: {event} without a transcript_path")
+        return 0
+    given = payload.get("cwd")
+    cwd = given if isinstance(given, str) and given else os.getcwd()
+    try:
+        chosen = hook_space(cwd, space, env)
+    except InvalidInputError as exc:
+        message = f"memory-pipeline capture: {exc}; nothing captured"
+        print(message, file=sys.stderr)
+        spool.log(folder, message)
+        return NOT_BLOCKING
+    path = Path(transcript).expanduser()
+    session = payload.get("session_id")
+    capture = spool.Capture(
+        session_id=session if isinstance(session, str) and session else path.stem,
+        transcript=os.path.abspath(path),
+        space=chosen,
+        cwd=cwd,
+        event=event,
+    )
+    try:
+        spool.write_pending(folder, capture)
+        start_worker(folder, env)
+    except OSError as exc:
+        message = f"memory-pipeline capture: cannot record the session in {folder}: {exc}"
+        print(message, file=sys.stderr)
+        spool.log(folder, message)
+        return NOT_BLOCKING
+    spool.log(folder, f"pending: {event} {capture.session_id} → space {chosen}")
+    return 0
+
+
+def start_worker(folder: Path, env: Mapping[str, str]) -> None:
+    """``capture --drain`` in its own session, away from the hook's pipes (Claude Code
+    waits for the hook's output to close, not for the worker), with ``env``."""
+    with open(folder / spool.LOG_NAME, "a", encoding="utf-8") as log:
+        subprocess.Popen(
+            [sys.executable, *WORKER],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env=dict(env),
+        )
+
+
+def main(argv: Sequence[str]) -> int:
+    """The hook's own entry: ``capture [--space NAME]``, parsed without the full CLI."""
+    parser = argparse.ArgumentParser(prog="memory-pipeline capture", add_help=False)
+    parser.add_argument("--space")
+    args, rest = parser.parse_known_args(argv)
+    if rest:  # --drain, --help, storage flags: the full command line
+        from memory_pipeline.cli import commands
+
+        return commands.main(["capture", *argv])
+    return hook(sys.stdin, os.environ, args.space)
+
+
+def drain(folder: Path, make_system: Callable[[], Any]) -> int:
+    """Store every pending capture, holding the spool's lock; 0 when none is left.
+
+    Another worker holding the lock is not waited for: it looks at the spool again after
+    letting go of the lock, so it sees any capture written before this one tried."""
+    from memory_pipeline.sources.given import given_config, store_files
+    from memory_pipeline.sources.ledger import open_ledger
+    from memory_pipeline.sources.sources_file import SourceKind
+
+    system = None
+    stored = refused = 0
+    try:
+        while spool.waiting(folder):
+            with spool.worker_lock(folder) as held:
+                if not held:
+                    spool.log(folder, "another worker holds the lock; it takes these too")
+                    print("another worker is storing the pending captures")
+                    return 0
+                while claimed := spool.claim(folder):
+                    system = system or make_system()
+                    groups: dict[str, list[tuple[Path, spool.Capture]]] = {}
+                    for path in claimed:
+                        try:
+                            capture = spool.read_capture(path)
+                        except InvalidInputError as exc:
+                            spool.log(folder, f"dropped: {exc}")
+                            path.unlink(missing_ok=True)
+                            continue
+                        groups.setdefault(capture.space, []).append((path, capture))
+                    for space, items in groups.items():
+                        files = [Path(c.transcript) for _, c in items]
+                        config = given_config(
+                            SourceKind.CLAUDE_CODE, files, space, folder / spool.LEDGER_NAME
+                        )
+                        with open_ledger(config.state_path) as ledger:
+                            report = store_files(system, config, files, ledger)
+                        for path, capture in items:
+                            why = report.failed.get(capture.transcript)
+                            if not Path(capture.transcript).is_file():
+                                why = "the transcript is gone"
+                            state = f"refused: {why}" if why else "stored"
+                            spool.log(folder, f"{state}: {capture.session_id} (space {space})")
+                            refused += bool(why)
+                            stored += not why
+                            path.unlink(missing_ok=True)  # stored, or refused for good
+                if system is not None and system.index_due():
+                    r = system.update_index()
+                    spool.log(folder, f"index version {r.version}: +{r.added} -{r.removed}")
+    finally:
+        if system is not None:
+            system.close()
+    print(f"{stored} captured sessions stored or current, {refused} refused; none pending")
+    return 0
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+    make_system: Callable[[argparse.Namespace], Any],
+) -> None:
+    """Add ``capture`` (the hook; ``--drain`` runs the worker in the foreground)."""
+
+    def cmd_capture(args: argparse.Namespace) -> int:
+        env = dict(os.environ)
+        if args.db:  # the worker the hook starts stores where this was told, too
+            env[DB_PATH_VARIABLE] = str(Path(args.db).resolve())
+        if not args.drain:
+            return hook(sys.stdin, env, args.space)
+        return drain(capture_dir(db_from_env(env)), lambda: make_system(args))
+
+    p = sub.add_parser(
+        "capture",
+        parents=parents,
+        help="Claude Code hook: store the session on stdin's hook payload (returns at once)",
+        description="Read a Claude Code hook payload (SessionEnd, PreCompact) on stdin, "
+        "record its session as pending and start a worker that stores it in the space of "
+        "the project at the payload's cwd (or --space). --drain stores every pending "
+        "session now, in the foreground.",
+    )
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="store every pending capture now (what the started worker does)",
+    )
+    p.set_defaults(func=cmd_capture)

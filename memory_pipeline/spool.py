@@ -1,0 +1,120 @@
+"""Captured sessions waiting to be stored: a spool folder, one file per session, one worker.
+
+A Claude Code hook must return at once, so ``memory-pipeline capture`` only writes what
+it was told (which transcript, which space) to ``<session>.capture`` here, whole (written
+aside, then renamed), and starts a worker. The worker holds the spool's lock, renames
+each pending file to ``.work`` (claimed: a newer capture of the same session may write
+its ``.capture`` again meanwhile), stores the sessions and removes a ``.work`` file only
+once its session is stored. A worker killed at any moment leaves its ``.work`` files;
+the next holder of the lock takes them again, and storing a session that is already
+current does nothing. Level-based: whatever is in the folder is what is still to do.
+
+Plain files and ``flock`` only: the hook imports this and nothing heavy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memory_pipeline.durable import replace_text
+from memory_pipeline.errors import InvalidInputError
+
+PENDING = ".capture"
+CLAIMED = ".work"
+LOCK_NAME = "worker.lock"
+LOG_NAME = "capture.log"
+LEDGER_NAME = "ledger.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One session to store: its transcript, the space it goes to, and what asked."""
+
+    session_id: str
+    transcript: str
+    space: str
+    cwd: str = ""
+    event: str = ""
+
+    @property
+    def stem(self) -> str:
+        """The spool file's name: one per session and space, whatever the event."""
+        key = hashlib.sha256(f"{self.space}\0{self.transcript}".encode()).hexdigest()[:12]
+        return f"{_UNSAFE.sub('_', self.session_id)[:64]}-{key}"
+
+
+def write_pending(spool: Path, capture: Capture) -> Path:
+    """Record ``capture`` as pending (whole or not at all); a pending capture of the same
+    session is replaced by this one."""
+    spool.mkdir(parents=True, exist_ok=True)
+    path = spool / f"{capture.stem}{PENDING}"
+    replace_text(path, json.dumps(asdict(capture), ensure_ascii=False) + "\n")
+    return path
+
+
+def read_capture(path: Path) -> Capture:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return Capture(**{k: str(raw[k]) for k in Capture.__dataclass_fields__ if k in raw})
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise InvalidInputError(f"pending capture {path.name} cannot be read: {exc}") from exc
+
+
+def waiting(spool: Path) -> list[Path]:
+    """Every capture not stored yet: pending ones and those a worker claimed."""
+    if not spool.is_dir():
+        return []
+    return sorted(p for p in spool.iterdir() if p.suffix in (PENDING, CLAIMED))
+
+
+def claim(spool: Path) -> list[Path]:
+    """Claim every pending capture (the lock holder only): ``.capture`` becomes ``.work``,
+    replacing an older claim of the same session. The claimed files, oldest claims too."""
+    for path in waiting(spool):
+        if path.suffix == PENDING:
+            os.replace(path, path.with_suffix(CLAIMED))
+    return [p for p in waiting(spool) if p.suffix == CLAIMED]
+
+
+@contextmanager
+def worker_lock(spool: Path) -> Iterator[bool]:
+    """Try the spool's lock without waiting: True inside when this process holds it (its
+    pid is then in the lock file), False when another worker does. The kernel releases
+    it when the holder dies, however it dies."""
+    spool.mkdir(parents=True, exist_ok=True)
+    fd = os.open(spool / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def log(spool: Path, line: str) -> None:
+    """One line in the spool's log; a log that cannot be written is not the hook's problem."""
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    try:
+        spool.mkdir(parents=True, exist_ok=True)
+        with open(spool / LOG_NAME, "a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} [{os.getpid()}] {' '.join(line.split())}\n")
+    except OSError:
+        pass
