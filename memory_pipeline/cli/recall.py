@@ -65,6 +65,17 @@ def _recall(settings: Settings, budget: int) -> str:
         store.close()
 
 
+def _catch_up(settings: Settings) -> None:
+    """Start capture's worker when sessions wait in the spool: one that ended while
+    nothing could store it is stored as the next session starts (docs/capture.md)."""
+    from memory_pipeline import spool
+    from memory_pipeline.cli.capture import start_worker
+
+    folder = settings.capture_dir
+    if spool.waiting(folder):
+        start_worker(folder, os.environ)
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -83,6 +94,7 @@ def register(
             if not (args.space or os.environ.get(variable("space"))):
                 args.space = derived_space(Path(payload["cwd"]))
             settings = make_settings(args)
+            _catch_up(settings)
             block = _recall(settings, args.budget or settings.memory.recall_budget)
         except Exception as exc:  # a hook never breaks the session: say why, exit 0
             print(f"memory-pipeline recall: nothing recalled: {exc}", file=sys.stderr)

@@ -207,3 +207,21 @@ def test_the_hook_and_the_settings_find_the_same_spool(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert Settings.from_env(env).capture_dir == capture_dir(db_from_env(env))
+
+
+def test_the_next_session_start_stores_a_capture_left_pending(tmp_path: Path) -> None:
+    """A session that ended while nothing could store it (its worker never ran) is
+    stored when the next session starts: the SessionStart hook starts the worker."""
+    env = hook_env(tmp_path)
+    project = tmp_path / "proj"
+    transcript = write_transcript(tmp_path / "claude" / "p.jsonl", "p", 4, str(project))
+    capture = spool.Capture("p", str(transcript), "proj", str(project), "SessionEnd")
+    spool.write_pending(spool_of(tmp_path), capture)
+    start = json.dumps(
+        {"hook_event_name": "SessionStart", "cwd": str(project), "source": "startup"}
+    )
+    done = cli("recall", "--hook", env=env, stdin=start)
+    assert done.returncode == 0, done.stderr
+    wait_idle(spool_of(tmp_path))
+    with memory(tmp_path, "proj") as system:
+        assert stored_once(system, transcript)
