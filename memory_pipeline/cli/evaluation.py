@@ -299,10 +299,11 @@ def cmd_eval(
         from memory_pipeline.evaluation.locomo import category_table
 
         primary = run.variant()
-        print(f"\nturn-level, by question category ({primary.name}):")
-        print(category_table(run))
-        print(f"recall@5 {primary.summary.get('recall@5', float('nan')):.4f}")
-        print(f"recall@10 {primary.summary.get('recall@10', float('nan')):.4f}")
+        print(f"\nturn-level and session-level, by question category ({primary.name}):")
+        ks: list[int] = [k for k in (5, 10) if k in run.k_values] or [run.headline_k]
+        print(category_table(run, ks))
+        for metric in [f"{level}recall@{k}" for level in ("", "session_") for k in ks]:
+            print(f"{metric} {primary.summary.get(metric, float('nan')):.4f}")
     for note in run.notes:
         print(f"note: {note}")
     if comparison is not None:

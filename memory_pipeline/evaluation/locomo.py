@@ -10,7 +10,9 @@ chunked by turn, each turn indexed with its context: ``Conversation.to_loaded``)
 throw-away memory of its own, or all in one memory (``pooled``) searched with the
 conversation's tag as a filter. Scoring is by turns: a hit's turns, in order, make the
 ranking, so a chunk that holds several turns counts as that many and cannot inflate
-Recall@k. Metrics are given overall and per question category.
+Recall@k. Metrics are given overall and per question category, and beside them
+session-level Recall@k (``session_recall@k``): a question counts as found at k when a
+session holding evidence is among the first k distinct sessions of the ranking.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ def load_locomo(path: Path) -> LocomoSet:
     dropped = 0
     for i, sample in enumerate(data):
         cid = str(sample.get("sample_id") or f"locomo-{i}")
-        turns = {t.turn_id for c in sessions.get(cid, []) for t in c.turn_texts()}
+        session_of = {
+            t.turn_id: c.session_id for c in sessions.get(cid, []) for t in c.turn_texts()
+        }
+        turns = set(session_of)
         for n, qa in enumerate(sample.get("qa") or []):
             question = qa.get("question")
             if not isinstance(question, str) or not question.strip():
@@ -105,6 +110,7 @@ def load_locomo(path: Path) -> LocomoSet:
                     filters=SearchFilters(tags=(conversation_tag(cid),)),
                     turn_level=True,
                     group=CATEGORIES.get(category, category or "none"),
+                    session_of_turn=session_of,
                 )
             )
     if dropped:
@@ -267,10 +273,12 @@ def evaluate_locomo(
     return run
 
 
-def category_table(run: EvalRun, metrics: Sequence[str] = ("recall@5", "recall@10")) -> str:
-    """The primary variant's metrics per question category, as a Markdown table."""
+def category_table(run: EvalRun, ks: Sequence[int] = (5, 10)) -> str:
+    """The primary variant's metrics per question category, as a Markdown table:
+    turn-level and session-level Recall@k side by side for each k."""
     v = run.variant()
-    head = ["category", "questions", *metrics, "ndcg@10", "mrr"]
+    recalls = [m for k in ks for m in (f"recall@{k}", f"session_recall@{k}")]
+    head = ["category", "questions", *recalls, "ndcg@10", "mrr"]
     rows = [head, ["---"] * len(head)]
     counts: dict[str, int] = {}
     for q in v.queries:
