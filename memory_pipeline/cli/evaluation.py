@@ -110,6 +110,14 @@ def register(
         help="LoCoMo: index the dates that relative times mean (default: HYBRID_RAG_TURN_DATES)",
     )
     p.add_argument(
+        "--question-now",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="LoCoMo: search each question as of its conversation's last session date, so "
+        "a time it names (last year, two months ago) is read against the conversation "
+        "(default: on; --no-question-now: today)",
+    )
+    p.add_argument(
         "--extra-corpus",
         action="append",
         default=[],
@@ -242,6 +250,7 @@ def _locomo_run(args: argparse.Namespace, progress: bool) -> EvalRun:
         pooled=args.pooled,
         cache_root=args.cache_dir,
         progress=progress,
+        question_now=args.question_now,
     )
     print(
         f"{run.settings['memories']}: built in {run.settings['build_seconds']}s "

@@ -9,6 +9,7 @@ saying it once among five.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -16,7 +17,12 @@ import pytest
 
 from memory_pipeline.cli.evaluation import register
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.evaluation.locomo import category_table, evaluate_locomo, load_locomo
+from memory_pipeline.evaluation.locomo import (
+    category_table,
+    evaluate_locomo,
+    last_session_day,
+    load_locomo,
+)
 from memory_pipeline.evaluation.results import EvalRun
 from memory_pipeline.evaluation.runner import EvalQuery, _score_query
 from memory_pipeline.evaluation.variants import ChunkRef
@@ -142,3 +148,41 @@ def _run(argv: list[str]) -> int:
     register(parser.add_subparsers(dest="command"), [], lambda _args: None)  # type: ignore[arg-type,return-value]
     args = parser.parse_args(argv)
     return int(args.func(args))
+
+
+def _dated_sample() -> dict[str, object]:
+    """Three sessions saying the same words in another order; the question names the
+    second one's week, two weeks before the last session."""
+    said = ["zebra mural painted", "painted zebra mural", "mural painted zebra"]
+    days = ["1:56 pm on 8 May, 2023", "1:56 pm on 20 May, 2023", "1:56 pm on 3 June, 2023"]
+    conversation: dict[str, object] = {"speaker_a": "Kim", "speaker_b": "Lee"}
+    for n, (text, day) in enumerate(zip(said, days, strict=True), 1):
+        conversation[f"session_{n}_date_time"] = day
+        conversation[f"session_{n}"] = [{"speaker": "Kim", "dia_id": f"D{n}:1", "text": text}]
+    question = "zebra mural painted two weeks ago?"
+    return {
+        "sample_id": "d",
+        "conversation": conversation,
+        "qa": [{"question": question, "answer": "-", "evidence": ["D2:1"], "category": 2}],
+    }
+
+
+@pytest.mark.parametrize("question_now", [True, False])
+def test_each_question_is_asked_as_of_its_conversations_last_session(
+    tmp_path: Path, question_now: bool
+) -> None:
+    path = tmp_path / "dated.json"
+    path.write_text(json.dumps([_dated_sample()]), encoding="utf-8")
+    ds = load_locomo(path)
+    assert last_session_day(ds.sessions["d"]) == dt.datetime(2023, 6, 3, tzinfo=dt.UTC)
+    settings = make_settings(
+        tmp_path, turn_context_before=0, turn_context_after=0, turn_dates=False
+    )
+    run = evaluate_locomo(
+        ds, HashingEmbedder(), settings, variants=["hybrid"], k_values=[1, 3],
+        cache_root=tmp_path / "cache", question_now=question_now,
+    )  # fmt: skip
+    [q] = run.variant("hybrid").queries
+    assert run.settings["question_now"] == ("last session date" if question_now else "clock")
+    # "two weeks ago" from 3 June 2023 is the week of 15 May: the second session.
+    assert (q.ranking[0] == "D2:1") is question_now
