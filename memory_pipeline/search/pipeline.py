@@ -1,7 +1,8 @@
 """Hybrid retrieval: dense ∪ sparse → fusion → cross-encoder → MMR → top_k (DESIGN §2).
 
 The stages after candidate generation (``retrieval``): guaranteed candidates,
-the cross-encoder, the memory axis, MMR, and the hits as returned.
+the cross-encoder, a time the query names (``memory/when.py``), the memory axis, MMR,
+and the hits as returned.
 """
 
 from __future__ import annotations
