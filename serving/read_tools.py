@@ -7,13 +7,14 @@ docstring the description the model reads, its return type the output schema.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
-from memory_pipeline.search.params import DEFAULT_TOP_K
+from memory_pipeline.search.params import DEFAULT_TOP_K, day_start
 from memory_pipeline.search.phrasings import MAX_REWRITES
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters, SearchHit
@@ -116,6 +117,10 @@ class ReadTools:
                 "principles and important chunks"
             ),
         ] = False,
+        now: Annotated[
+            dt.date | None,
+            Field(description="the date times in the query are read against (default: today)"),
+        ] = None,
     ) -> SearchOutput:
         """Search the memory by meaning and keywords (dense and BM25 retrieval, fused).
 
@@ -134,7 +139,10 @@ class ReadTools:
             source_date_to=f.source_date_to,
         )
         request = self.system.settings.search_request(
-            top_k=top_k, enable_mmr=diversify, enable_memory_rerank=memory_rerank
+            top_k=top_k,
+            enable_mmr=diversify,
+            enable_memory_rerank=memory_rerank,
+            now=None if now is None else day_start(now),
         )
         result = self.system.query(query, request, filters=search_filters, rewrites=rewrites or ())
         stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)

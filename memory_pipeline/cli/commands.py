@@ -25,13 +25,14 @@ from memory_pipeline.cli import recall as recall_cli
 from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
+from memory_pipeline.cli.flags import iso_day
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryPipelineError
 from memory_pipeline.index.backends.names import BACKENDS
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.metadata import KnowledgeType
-from memory_pipeline.search.params import DEFAULT_TOP_K, MAX_REWRITES
+from memory_pipeline.search.params import DEFAULT_TOP_K, MAX_REWRITES, day_start
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.store.failures import file_error
 from memory_pipeline.types import IndexUpdateResult, SearchFilters
@@ -144,6 +145,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         enable_mmr=args.mmr,
         record_access=not args.no_access,
         enable_memory_rerank=args.memory,
+        now=None if args.now is None else day_start(args.now),
         memory=settings.memory_params(
             time_weight=args.time_weight,
             freq_weight=args.freq_weight,
@@ -319,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--knowledge-type", action="append", choices=[k.value for k in KnowledgeType])
     p.add_argument("--doc-id", action="append")
     p.add_argument("--mmr", action="store_true", help="diversify results (MMR)")
+    p.add_argument(
+        "--now",
+        type=iso_day,
+        metavar="YYYY-MM-DD",
+        help="the day the search happens: a time the query names (yesterday, in May 2023, "
+        "先月) is read against it, and the memory axis ages chunks to it (default: today)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--stats", action="store_true", help="timings and consistency counters")
     p.add_argument("--no-access", action="store_true", help="do not count this as an access")

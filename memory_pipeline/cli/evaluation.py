@@ -111,6 +111,14 @@ def register(
         help="LoCoMo: index the dates that relative times mean (default: HYBRID_RAG_TURN_DATES)",
     )
     p.add_argument(
+        "--question-now",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="LoCoMo: search each question as of its conversation's last session date, so "
+        "a time it names (last year, two months ago) is read against the conversation "
+        "(default: on; --no-question-now: today)",
+    )
+    p.add_argument(
         "--extra-corpus",
         action="append",
         default=[],
@@ -243,6 +251,7 @@ def _locomo_run(args: argparse.Namespace, progress: bool) -> EvalRun:
         pooled=args.pooled,
         cache_root=args.cache_dir,
         progress=progress,
+        question_now=args.question_now,
     )
     print(
         f"{run.settings['memories']}: built in {run.settings['build_seconds']}s "
@@ -300,10 +309,11 @@ def cmd_eval(
         from memory_pipeline.evaluation.locomo import category_table
 
         primary = run.variant()
-        print(f"\nturn-level, by question category ({primary.name}):")
-        print(category_table(run))
-        print(f"recall@5 {primary.summary.get('recall@5', float('nan')):.4f}")
-        print(f"recall@10 {primary.summary.get('recall@10', float('nan')):.4f}")
+        print(f"\nturn-level and session-level, by question category ({primary.name}):")
+        ks: list[int] = [k for k in (5, 10) if k in run.k_values] or [run.headline_k]
+        print(category_table(run, ks))
+        for metric in [f"{level}recall@{k}" for level in ("", "session_") for k in ks]:
+            print(f"{metric} {primary.summary.get(metric, float('nan')):.4f}")
     for note in run.notes:
         print(f"note: {note}")
     if comparison is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 
 
@@ -24,6 +25,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def iso_day(text: str) -> dt.date:
+    """An argparse ``type``: a calendar day written YYYY-MM-DD, refused with what was given."""
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {text!r}") from exc
 
 
 def non_negative_float(text: str) -> float:

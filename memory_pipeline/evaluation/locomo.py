@@ -10,17 +10,24 @@ chunked by turn, each turn indexed with its context: ``Conversation.to_loaded``)
 throw-away memory of its own, or all in one memory (``pooled``) searched with the
 conversation's tag as a filter. Scoring is by turns: a hit's turns, in order, make the
 ranking, so a chunk that holds several turns counts as that many and cannot inflate
-Recall@k. Metrics are given overall and per question category.
+Recall@k. Metrics are given overall and per question category, and beside them
+session-level Recall@k (``session_recall@k``): a question counts as found at k when a
+session holding evidence is among the first k distinct sessions of the ranking.
+
+Each question is searched as of its conversation's last session date (``SearchRequest.now``;
+``question_now=False``: the clock's), so a time it names ("last year") is read against
+the conversation, not the day the evaluation runs.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,7 @@ from memory_pipeline.evaluation.beir import embed_queries as embed_all
 from memory_pipeline.evaluation.metrics import mean_values
 from memory_pipeline.evaluation.results import EvalRun, QueryResult, VariantResult
 from memory_pipeline.evaluation.runner import EvalQuery, evaluate
+from memory_pipeline.search.params import day_start
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.transcripts import is_locomo, locomo_conversations
 from memory_pipeline.system import MemorySystem
@@ -86,7 +94,10 @@ def load_locomo(path: Path) -> LocomoSet:
     dropped = 0
     for i, sample in enumerate(data):
         cid = str(sample.get("sample_id") or f"locomo-{i}")
-        turns = {t.turn_id for c in sessions.get(cid, []) for t in c.turn_texts()}
+        session_of = {
+            t.turn_id: c.session_id for c in sessions.get(cid, []) for t in c.turn_texts()
+        }
+        turns = set(session_of)
         for n, qa in enumerate(sample.get("qa") or []):
             question = qa.get("question")
             if not isinstance(question, str) or not question.strip():
@@ -105,11 +116,18 @@ def load_locomo(path: Path) -> LocomoSet:
                     filters=SearchFilters(tags=(conversation_tag(cid),)),
                     turn_level=True,
                     group=CATEGORIES.get(category, category or "none"),
+                    session_of_turn=session_of,
                 )
             )
     if dropped:
         notes.append(f"{dropped} evidence reference(s) name no turn of their conversation")
     return LocomoSet(path.stem, sessions, queries, notes)
+
+
+def last_session_day(sessions: Sequence[Conversation]) -> dt.datetime | None:
+    """A conversation's last session date, as a search's reference date (its first moment)."""
+    days = [w.date() for c in sessions if (w := c.last_activity or c.started_at) is not None]
+    return day_start(max(days)) if days else None
 
 
 def _ingest(system: MemorySystem, sessions: Sequence[Conversation]) -> None:
@@ -216,10 +234,22 @@ def evaluate_locomo(
     pooled: bool = False,
     cache_root: Path | None = None,
     progress: bool = False,
+    question_now: bool = True,
 ) -> EvalRun:
-    """Every question of ``ds`` against its conversation's memory (or the pooled one)."""
+    """Every question of ``ds`` against its conversation's memory (or the pooled one),
+    each as of its conversation's last session date unless ``question_now`` is False."""
     if not ds.n_queries:
         raise InvalidInputError(f"{ds.name}: no question names a turn of its conversation")
+    if question_now:
+        ds = LocomoSet(
+            ds.name,
+            ds.sessions,
+            {
+                cid: [replace(q, now=last_session_day(ds.sessions.get(cid, []))) for q in qs]
+                for cid, qs in ds.queries.items()
+            },
+            ds.notes,
+        )
     memories = LocomoMemories(settings, embedder, cache_root or default_eval_cache())
     runs: list[EvalRun] = []
     try:
@@ -260,6 +290,7 @@ def evaluate_locomo(
             "turn_context_before": ingest.turn_context_before,
             "turn_context_after": ingest.turn_context_after,
             "turn_dates": ingest.turn_dates,
+            "question_now": "last session date" if question_now else "clock",
             "build_seconds": round(memories.built_seconds, 1),
             "embedded": memories.embedded,
         }
@@ -267,10 +298,12 @@ def evaluate_locomo(
     return run
 
 
-def category_table(run: EvalRun, metrics: Sequence[str] = ("recall@5", "recall@10")) -> str:
-    """The primary variant's metrics per question category, as a Markdown table."""
+def category_table(run: EvalRun, ks: Sequence[int] = (5, 10)) -> str:
+    """The primary variant's metrics per question category, as a Markdown table:
+    turn-level and session-level Recall@k side by side for each k."""
     v = run.variant()
-    head = ["category", "questions", *metrics, "ndcg@10", "mrr"]
+    recalls = [m for k in ks for m in (f"recall@{k}", f"session_recall@{k}")]
+    head = ["category", "questions", *recalls, "ndcg@10", "mrr"]
     rows = [head, ["---"] * len(head)]
     counts: dict[str, int] = {}
     for q in v.queries:

@@ -8,8 +8,9 @@ Contextual Neural Language Modeling", SIGIR 2019).
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,13 @@ import numpy as np
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.evaluation.beir import embed_queries
 from memory_pipeline.evaluation.golden import GoldenSet, load_golden
-from memory_pipeline.evaluation.metrics import QueryMetrics, dedupe, mean_metrics, query_metrics
+from memory_pipeline.evaluation.metrics import (
+    QueryMetrics,
+    dedupe,
+    hit_rate_at_k,
+    mean_metrics,
+    query_metrics,
+)
 from memory_pipeline.evaluation.results import EvalRun, QueryResult, VariantResult
 from memory_pipeline.evaluation.variants import (
     ChunkDirectory,
@@ -58,6 +65,11 @@ class EvalQuery:
     # Judged by conversation turn ids (``qrels`` keys): a hit counts as the turns it holds.
     turn_level: bool = False
     group: str | None = None  # e.g. a question category, for per-group means
+    # Each turn's session, for session-level figures (``session_recall@k``) beside the
+    # turn-level ones; None: none given.
+    session_of_turn: Mapping[str, str] | None = None
+    # The search's reference date (``SearchRequest.now``); None: the clock's.
+    now: dt.datetime | None = None
 
 
 def golden_queries(golden: GoldenSet) -> list[EvalQuery]:
@@ -92,10 +104,25 @@ def _score_query(
         authority=q.authority,
         authority_window=window,
     )
+    if q.turn_level and q.session_of_turn is not None:
+        m.values.update(session_recall(ranking, q.qrels, q.session_of_turn, k_values))
     result = QueryResult(
         q.id, q.text, m.values, ranking[:_KEPT_RANKS], m.authority_rank, group=q.group
     )
     return result, m
+
+
+def session_recall(
+    turns: Sequence[str],
+    qrels: Mapping[str, int],
+    session_of_turn: Mapping[str, str],
+    k_values: Sequence[int],
+) -> dict[str, float | None]:
+    """``session_recall@k``: 1 when a session holding evidence is among the first k
+    distinct sessions of the ranking (its turns' sessions, each at its first turn)."""
+    sessions = dedupe(session_of_turn.get(t, t) for t in turns)
+    evidence = {session_of_turn.get(t, t): 1 for t, grade in qrels.items() if grade > 0}
+    return {f"session_recall@{k}": hit_rate_at_k(sessions, evidence, k) for k in k_values}
 
 
 def _run_variant(
@@ -119,7 +146,7 @@ def _run_variant(
 
         steps = tqdm(steps, desc=variant.name, unit="query", mininterval=2)
     for q, vec in steps:
-        refs = variant.run(system, chunks, Request(q.text, vec, q.filters, depth))
+        refs = variant.run(system, chunks, Request(q.text, vec, q.filters, depth, q.now))
         refs = [r for r in refs if r.chunk_id not in excluded]
         result, metrics = _score_query(q, refs, k_values, window)
         per_query.append(result)

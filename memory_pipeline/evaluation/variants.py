@@ -8,6 +8,7 @@ variants are the real :class:`HybridSearcher` with one ``SearchRequest`` switch 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ class Request:
     vector: np.ndarray
     filters: SearchFilters | None
     depth: int
+    now: dt.datetime | None = None  # the search's reference date; None: the clock's
 
 
 Runner = Callable[[MemorySystem, ChunkDirectory, Request], list[ChunkRef]]
@@ -99,6 +101,7 @@ def _hybrid(
             use_reranker=reranker,
             record_access=False,  # evaluating must not change the memory it measures
             enable_memory_rerank=memory,
+            now=req.now,
         )
         result = system.searcher.search(req.text, req.filters, request, query_vector=req.vector)
         return chunks.refs([h.chunk_id for h in result.hits])

@@ -27,6 +27,12 @@ DEFAULT_MMR_LAMBDA = 0.7
 MAX_REWRITES = 8
 
 
+def day_start(day: dt.date) -> dt.datetime:
+    """A reference date given as a day (``--now``, the MCP ``now``) as ``SearchRequest.now``:
+    its first moment, UTC."""
+    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """How to search: depth, fusion, the optional stages, the memory axis, the clock."""
@@ -45,9 +51,13 @@ class SearchRequest:
     guaranteed_types: tuple[str, ...] = ("principle",)
     guaranteed_importance_threshold: float = 0.7
     guaranteed_candidates_limit: int = 50
+    # The reference date: what the memory axis ages chunks to, and what a time the query
+    # names ("yesterday", 先月) is read against (None: the clock's).
     now: dt.datetime | None = None
 
     def validate(self) -> None:
+        if self.now is not None and not isinstance(self.now, dt.datetime):
+            raise InvalidInputError(f"now must be a date and time or None, got {self.now!r}")
         if not 1 <= self.top_k <= MAX_TOP_K:
             raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
         if not 1 <= self.top_n <= MAX_TOP_N:

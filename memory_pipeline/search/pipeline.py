@@ -1,7 +1,8 @@
 """Hybrid retrieval: dense ∪ sparse → fusion → cross-encoder → MMR → top_k (DESIGN §2).
 
 The stages after candidate generation (``retrieval``): guaranteed candidates,
-the cross-encoder, the memory axis, MMR, and the hits as returned.
+the cross-encoder, a time the query names (``memory/when.py``), the memory axis, MMR,
+and the hits as returned.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from memory_pipeline.errors import (
 )
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
+from memory_pipeline.ingest.relative_dates import periods_named
 from memory_pipeline.memory.axis import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields
+from memory_pipeline.memory.when import chunk_day, time_boosted, time_closeness
 from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.search.cross_encoder import Reranker
 from memory_pipeline.search.fusion import (
@@ -36,7 +39,7 @@ from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.search.phrasings import embed_phrasings, phrasings
 from memory_pipeline.search.retrieval import Retriever
 from memory_pipeline.search.run import Run, Timer
-from memory_pipeline.store import Store
+from memory_pipeline.store import Store, now_utc
 from memory_pipeline.types import ChunkRecord, SearchFilters, SearchHit, SearchResult, SearchStats
 
 log = logging.getLogger(__name__)
@@ -105,10 +108,12 @@ class HybridSearcher:
                 else self.store.filter_ids(filters)  # within the store's spaces already
             )
         run = Run(query, qvec, tokenize(query), params, allowed, version, stats, timer, queued)
+        run.periods = periods_named(query, (params.now or now_utc()).date())
 
         self._retrieve(run, list(zip(texts[1:], others, strict=True)))
         self._add_guaranteed(run, filters)
         self._cross_encode(run)
+        self._time_named(run)
         self._memory_axis(run)
         self._diversify(run)
         with timer.stage("labels"):
@@ -160,7 +165,7 @@ class HybridSearcher:
             self._fuse_rewrites(run, rewrites)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
-        reorders = p.enable_mmr or p.enable_memory_rerank
+        reorders = p.enable_mmr or p.enable_memory_rerank or bool(run.periods)
         pool_size = max(
             p.top_k * 4 if reorders else p.top_k + 5,
             p.rerank_depth if self._rerank_on(p) else 0,
@@ -255,6 +260,23 @@ class HybridSearcher:
             floor = min(run.final[r.id] for r in head) if head else 0.0
             for r in rest:
                 run.final[r.id] = min(run.final[r.id], floor) - 1e-9
+
+    def _time_named(self, run: Run) -> None:
+        """A time the query names prefers chunks dated near it: a bounded boost on the
+        relevance (``memory/when.py``), the pool re-ordered by it; never a filter."""
+        if not run.periods or not run.pool:
+            return
+        with run.timer.stage("time"):
+            closeness = [
+                time_closeness(chunk_day(r.turns, r.source_date), run.periods) for r in run.pool
+            ]
+            boosted = time_boosted([run.final[r.id] for r in run.pool], closeness)
+            for r, c, score in zip(run.pool, closeness, boosted, strict=True):
+                run.final[r.id] = score
+                run.extra.setdefault(r.id, {})["time_match"] = round(c, 6)
+            run.pool = sorted(run.pool, key=lambda r: -run.final[r.id])  # stable: ties keep order
+            named = ", ".join(f"{p.text('en')}" for p in run.periods)
+            run.stats.notes.append(f"the query names {named}: chunks dated near it are preferred")
 
     def _memory_axis(self, run: Run) -> None:
         p = run.params

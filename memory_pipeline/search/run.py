@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_pipeline.index.protocols import IndexView
+from memory_pipeline.ingest.relative_dates import Period
 from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.types import ChunkRecord, SearchStats
 
@@ -56,3 +57,5 @@ class Run:
     extra: dict[int, dict[str, float | int | None]] = field(default_factory=dict)
     # The query's share of the fused score when rewrites were fused with it (fusion.phrasing_weights).
     query_weight: float = 1.0
+    # The times the query names (``relative_dates.periods_named``); none: no time stage.
+    periods: list[Period] = field(default_factory=list)

@@ -513,3 +513,16 @@ def test_search_fuses_each_rewrite(ctx: Ctx, capsys: pytest.CaptureFixture[str])
     assert (code, out) == (2, "")
     assert "error: rewrites[0] must be a non-empty string" in err
     assert "--rewrite TEXT" in commands(build_parser())["search"].format_help()
+
+
+def test_search_reads_a_time_in_the_query_against_now(
+    ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = ("launched yesterday", "--json", "--stats", "--no-access", "--now", "2023-05-10")
+    code, out, err = run(argv_for(ctx, "search", *query), capsys)
+    assert code == 0, err
+    notes = json.loads(out)["stats"]["notes"]
+    assert any("the query names 9 May 2023" in n for n in notes), notes
+    code, out, err = run(argv_for(ctx, "search", "launched", "--now", "10/05/2023"), capsys)
+    assert (code, out) == (2, "")
+    assert "--now" in err and "YYYY-MM-DD" in err and "10/05/2023" in err

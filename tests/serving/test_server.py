@@ -118,6 +118,24 @@ async def test_hybrid_search_fuses_the_rewrites_an_agent_wrote(
 
 
 @pytest.mark.anyio
+async def test_hybrid_search_reads_a_time_in_the_query_against_now(
+    system: MemorySystem, tmp_path: Path
+) -> None:
+    # The same words in another order: their scores tie, the older note was stored first.
+    system.ingest_text("Dinner with Sam at the harbour.", "march", {"source_date": "2023-03-10"})
+    system.ingest_text("At the harbour, dinner with Sam.", "may", {"source_date": "2023-05-09"})
+    system.update_index()
+    query = {"query": "dinner with Sam at the harbour yesterday", "top_k": 2}
+    async with Client(build_server(system, roots=[tmp_path], cwd=tmp_path)) as client:
+        may = structured(await client.call_tool("hybrid_search", {**query, "now": "2023-05-10"}))
+        march = structured(await client.call_tool("hybrid_search", {**query, "now": "2023-03-11"}))
+        bad = await client.call_tool("hybrid_search", {**query, "now": "10/05/2023"})
+    assert [h["title"] for h in may["chunks"]] == ["may", "march"]
+    assert [h["title"] for h in march["chunks"]] == ["march", "may"]
+    assert bad.is_error and "now" in error_text(bad)
+
+
+@pytest.mark.anyio
 async def test_a_conversation_hit_carries_its_turns_over_the_wire(
     system: MemorySystem, tmp_path: Path
 ) -> None:
