@@ -105,12 +105,14 @@ def cli_command(*words: str) -> str:
     return shlex.join([*head, *words])
 
 
-def hook_commands(space: str | None) -> dict[str, str]:
+def hook_commands(space: str | None, read_spaces: Iterable[str] = ()) -> dict[str, str]:
     """Claude Code hook event → the command it runs: capture the session as it ends or
-    before it is compacted, recall at its start. ``space`` when setup was given one."""
+    before it is compacted, recall at its start. ``space`` when setup was given one;
+    recall also reads ``read_spaces``, as the server does."""
     chosen = ["--space", space] if space else []
+    reads = [w for s in read_spaces if s != space for w in ("--read-space", s)]
     return {
-        "SessionStart": cli_command("recall", "--hook", *chosen),
+        "SessionStart": cli_command("recall", "--hook", *chosen, *reads),
         "PreCompact": cli_command("capture", *chosen),
         "SessionEnd": cli_command("capture", *chosen),
     }
@@ -251,7 +253,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.hooks:  # checked before anything is written: a refused file changes nothing
         hooks_file = project / SETTINGS_FILE
         settings_text, added = merged_settings_json(
-            hooks_file, hook_commands(space if args.space else None)
+            hooks_file, hook_commands(space if args.space else None, read)
         )
     mcp = project / MCP_FILE
     text = merged_mcp_json(mcp, SERVER_NAME, entry)
@@ -264,7 +266,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if added:
             hooks_file.parent.mkdir(parents=True, exist_ok=True)
             replace_text(hooks_file, settings_text)
-        commands = hook_commands(space if args.space else None)
+        commands = hook_commands(space if args.space else None, read)
         for event in commands:
             state = "added" if event in added else "already there"
             print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({state})")

@@ -348,6 +348,19 @@ def test_hooks_carry_a_chosen_space(
     assert group["hooks"][0]["command"].endswith(" capture --space work")
 
 
+def test_the_recall_hook_reads_the_spaces_the_server_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = setup_in(
+        tmp_path / "proj", monkeypatch, capsys, "--hooks", "--read-space", "shared"
+    )
+    assert code == 0, err
+    [start] = hooks_of(tmp_path / "proj")["SessionStart"]
+    assert start["hooks"][0]["command"].endswith(" recall --hook --read-space shared")
+    [end] = hooks_of(tmp_path / "proj")["SessionEnd"]
+    assert end["hooks"][0]["command"].endswith(" capture")  # capture writes its own space only
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
