@@ -54,6 +54,7 @@ CUSTOM = Settings(
     score_threshold=0.1,
     grace_days=7.0,
     max_fraction=0.5,
+    recall_budget=700,
     allowed_roots="/data/notes",
     allow_hard_links=True,
     http_token="a-secret-token",
