@@ -142,11 +142,12 @@ def _note_order(c: ChunkRecord) -> tuple[int, float, int, str, int]:
 
 def _notes(store: RecallView) -> list[str]:
     ids = store.guaranteed_ids(NOTE_TYPES, NOTE_IMPORTANCE, SearchFilters())
-    ranked = sorted(store.get_chunks(int(i) for i in ids).values(), key=_note_order)
-    # One line per document, its first chunk in that order: a note split into chunks
+    # One line per document, its first chunk in note order: a note split into chunks
     # would otherwise repeat itself (chunks overlap).
-    chunks = list({c.doc_id: c for c in reversed(ranked)}.values())
-    chunks = sorted(chunks, key=_note_order)[:MAX_NOTES]
+    first: dict[str, ChunkRecord] = {}
+    for c in sorted(store.get_chunks(int(i) for i in ids).values(), key=_note_order):
+        first.setdefault(c.doc_id, c)
+    chunks = list(first.values())[:MAX_NOTES]
     labels = store.document_labels(c.doc_id for c in chunks)
     items = []
     for c in chunks:

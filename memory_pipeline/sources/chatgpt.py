@@ -33,7 +33,7 @@ from memory_pipeline.sources.conversations import (
     Message,
     clip,
     quote,
-    read_export_json,
+    read_export_array,
     time_problem,
     title_from,
 )
@@ -155,12 +155,7 @@ def _conversation(raw: dict[str, Any]) -> Conversation | None:
 
 def parse_chatgpt_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """Every conversation of a ChatGPT export's ``conversations.json`` that has a message."""
-    data = read_export_json(path, max_bytes)
-    if not isinstance(data, list):
-        raise InvalidInputError(
-            f"{path}: a ChatGPT export's conversations.json is a JSON array of conversations, "
-            f"found a {type(data).__name__}"
-        )
+    data = read_export_array(path, max_bytes, "ChatGPT")
     if data and not any(isinstance(c, dict) and isinstance(c.get("mapping"), dict) for c in data):
         raise InvalidInputError(
             f"{path}: none of its {len(data)} entries is a ChatGPT conversation (an object with "

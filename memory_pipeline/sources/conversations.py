@@ -234,12 +234,7 @@ def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
 
 def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
     """Every conversation of a Claude.ai ``conversations.json`` that has a message."""
-    data = read_export_json(path, max_bytes)
-    if not isinstance(data, list):
-        raise InvalidInputError(
-            f"{path}: a Claude.ai export's conversations.json is a JSON array of conversations, "
-            f"found a {type(data).__name__}"
-        )
+    data = read_export_array(path, max_bytes, "Claude.ai")
     out = []
     for raw in data:
         if not isinstance(raw, dict) or not isinstance(raw.get("uuid"), str):
@@ -406,6 +401,18 @@ def read_export_json(path: Path, max_bytes: int) -> Any:
         return load_json(read_export(path, max_bytes), str(path))
     except InvalidInputError as exc:
         raise InvalidInputError(f"{exc}; re-export it") from exc
+
+
+def read_export_array(path: Path, max_bytes: int, product: str) -> list[Any]:
+    """A ``conversations.json`` export (``product``'s: Claude.ai, ChatGPT), which is a JSON
+    array of conversations, or InvalidInputError naming the file and what it found."""
+    data = read_export_json(path, max_bytes)
+    if not isinstance(data, list):
+        raise InvalidInputError(
+            f"{path}: a {product} export's conversations.json is a JSON array of conversations, "
+            f"found a {type(data).__name__}"
+        )
+    return data
 
 
 class Reader(Protocol):
