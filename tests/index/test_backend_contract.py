@@ -27,7 +27,10 @@ from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 from tests.conftest import make_settings
 
-BACKENDS = ["local", "pgvector", "qdrant", "chroma"]
+# qdrant runs on Qdrant Edge (its default without a server); qdrant-local on
+# qdrant-client's pure-Python local mode (HYBRID_RAG_QDRANT_MODE=local).
+BACKENDS = ["local", "pgvector", "qdrant", "qdrant-local", "chroma"]
+MODES = {"qdrant-local": {"qdrant_mode": "local"}}
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 Factory = Callable[..., MemorySystem]
@@ -54,7 +57,11 @@ def open_memory(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
             if backend == "pgvector" and len(urls) > 1:
                 raise AssertionError("one pgvector database per test")
         settings = make_settings(
-            tmp_path / name, backend=backend, database_url=urls[name], max_chunk_size=256
+            tmp_path / name,
+            backend=backend.split("-")[0],
+            database_url=urls[name],
+            max_chunk_size=256,
+            **MODES.get(backend, {}),
         ).replace(**kw)
         (tmp_path / name).mkdir(exist_ok=True)
         memory = MemorySystem(settings, embedder=embedder or HashingEmbedder())
