@@ -14,7 +14,13 @@ from memory_pipeline.index.backends.local.defaults import (
     DEFAULT_IVF_THRESHOLD,
     DENSE_INDEXES,
 )
-from memory_pipeline.index.backends.names import BACKENDS, DEFAULT_BACKEND, DEFAULT_EF_SEARCH
+from memory_pipeline.index.backends.names import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_EF_SEARCH,
+    DEFAULT_QDRANT_MODE,
+    QDRANT_MODES,
+)
 from memory_pipeline.sections import Section, no_placeholder, one_of, var
 
 
@@ -32,9 +38,18 @@ class IndexSettings(Section):
     pgvector_ef_search: Annotated[int, annotated_types.Ge(1), annotated_types.Le(1000)] = var(
         "PGVECTOR_EF_SEARCH", DEFAULT_EF_SEARCH
     )
-    # qdrant: a server's URL and API key; without a URL, Qdrant's local mode in qdrant_path.
+    # qdrant: a server's URL and API key; without a URL, the in-process engine qdrant_mode
+    # names (edge: Qdrant Edge, Qdrant's Rust engine; local: qdrant-client's pure-Python
+    # local mode) in qdrant_path (default <index folder>/qdrant-edge, or /qdrant for local).
     qdrant_url: str | None = var("QDRANT_URL")
     qdrant_api_key: str | None = var("QDRANT_API_KEY", repr=False)
+    qdrant_mode: str = var("QDRANT_MODE", DEFAULT_QDRANT_MODE)
+
+    @field_validator("qdrant_mode", mode="before")
+    @classmethod
+    def _qdrant_mode(cls, value: Any) -> Any:
+        return one_of("qdrant_mode", value, QDRANT_MODES)
+
     qdrant_path: Path | None = var("QDRANT_PATH")
     # chroma: a server's URL (http://host:port); without one, an embedded store in chroma_path.
     chroma_url: str | None = var("CHROMA_URL")

@@ -21,13 +21,17 @@ import sqlalchemy as sa
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.forgetting import ForgettingReport
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 from tests.conftest import make_settings
 
-BACKENDS = ["local", "pgvector", "qdrant", "chroma"]
+# qdrant runs on Qdrant Edge (its default without a server); qdrant-local on
+# qdrant-client's pure-Python local mode (HYBRID_RAG_QDRANT_MODE=local).
+BACKENDS = ["local", "pgvector", "qdrant", "qdrant-local", "chroma"]
+MODES = {"qdrant-local": {"qdrant_mode": "local"}}
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 Factory = Callable[..., MemorySystem]
@@ -54,7 +58,11 @@ def open_memory(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
             if backend == "pgvector" and len(urls) > 1:
                 raise AssertionError("one pgvector database per test")
         settings = make_settings(
-            tmp_path / name, backend=backend, database_url=urls[name], max_chunk_size=256
+            tmp_path / name,
+            backend=backend.split("-")[0],
+            database_url=urls[name],
+            max_chunk_size=256,
+            **MODES.get(backend, {}),
         ).replace(**kw)
         (tmp_path / name).mkdir(exist_ok=True)
         memory = MemorySystem(settings, embedder=embedder or HashingEmbedder())
@@ -215,6 +223,35 @@ def test_the_memory_axis_orders_as_on_local(
         assert _ranked(memory) == _ranked(local)
     finally:
         local.close()
+
+
+def _bm25(memory: MemorySystem) -> list[list[tuple[int, float]]]:
+    """Every query's BM25 top 50 as the backend's own sparse index ranks it."""
+    view = memory.published()
+    assert view is not None
+    return [view.sparse.search(tokenize(q), 50) for q in QUERIES]
+
+
+def test_bm25_scores_equal_the_local_ones(open_memory: Factory, tmp_path: Path) -> None:
+    """One build of the same chunks: the same BM25 (Lucene's idf, tantivy's quantised
+    lengths) on every backend, to float32 precision."""
+    memory = open_memory()
+    _fill(memory, extra=5)
+    memory.rebuild_index()
+    local = MemorySystem(
+        make_settings(tmp_path / "reference", max_chunk_size=256), embedder=HashingEmbedder()
+    )
+    try:
+        _fill(local, extra=5)
+        local.rebuild_index()
+        want = _bm25(local)
+    finally:
+        local.close()
+    got = _bm25(memory)
+    assert all(want)
+    assert [[i for i, _ in ranked] for ranked in got] == [[i for i, _ in r] for r in want]
+    for ranked, expected in zip(got, want, strict=True):
+        assert [s for _, s in ranked] == pytest.approx([s for _, s in expected], rel=1e-5)
 
 
 def _scored(memory: MemorySystem) -> list[set[tuple[str, float]]]:

@@ -27,14 +27,24 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize(
-    ("backend", "module"), [("qdrant", "qdrant_client"), ("chroma", "chromadb")]
+    ("backend", "module", "chosen"),
+    [
+        ("qdrant", "qdrant_edge", {}),  # Qdrant Edge, the default without a server
+        ("qdrant", "qdrant_client", {"qdrant_mode": "local"}),
+        ("chroma", "chromadb", {}),
+    ],
 )
 def test_a_missing_client_names_the_extra(
-    backend: str, module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    module: str,
+    chosen: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # import now raises ImportError
+    settings = make_settings(tmp_path, backend=backend, **chosen)
     with pytest.raises(IndexUnavailableError) as err:
-        MemorySystem(make_settings(tmp_path, backend=backend), embedder=HashingEmbedder())
+        MemorySystem(settings, embedder=HashingEmbedder())
     assert f"pip install 'memory-pipeline[{backend}]'" in str(err.value)
     assert repr(module) in str(err.value)
 

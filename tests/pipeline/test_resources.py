@@ -63,6 +63,7 @@ CUSTOM = Settings(
     pgvector_ef_search=200,
     qdrant_url="http://qdrant.example:6333",
     qdrant_api_key="a-qdrant-key",
+    qdrant_mode="local",
     qdrant_path=Path("/data/qdrant"),
     chroma_url="http://chroma.example:8000",
     chroma_path=Path("/data/chroma"),

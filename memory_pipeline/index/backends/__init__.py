@@ -8,7 +8,8 @@ backend can be filled again from it (``rebuild-index``) without re-embedding.
 
 * ``local``: FAISS segments and tantivy files in versioned folders (``local/``).
 * ``pgvector``: inside the memory's PostgreSQL, written in the chunks' own transactions.
-* ``qdrant``, ``chroma``: a vector service fed from the store's change queue.
+* ``qdrant``, ``chroma``: a vector service fed from the store's change queue (Qdrant: a
+  server, or in-process Qdrant Edge or qdrant-client's local mode).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_pipeline.errors import IndexUnavailableError
-from memory_pipeline.index.backends.names import EXTRAS
+from memory_pipeline.index.backends.names import EXTRAS, QDRANT_MODULES
 
 if TYPE_CHECKING:
     from memory_pipeline.index.protocols import IndexSource, IndexUpdater
@@ -77,7 +78,7 @@ def open_backend(index: IndexSettings, index_path: Path, store: Store, model_id:
         pg = PgVectorIndex(store, model_id, ef_search=index.pgvector_ef_search)
         return Backend(name, pg, pg)
     if name == "qdrant":
-        require("qdrant_client", name)
+        require("qdrant_client" if index.qdrant_url else QDRANT_MODULES[index.qdrant_mode], name)
         from memory_pipeline.index.backends.qdrant import open_qdrant
 
         qdrant = open_qdrant(index, index_path, store, model_id)

@@ -13,3 +13,8 @@ EXTRAS: dict[str, str] = {
 BACKENDS: tuple[str, ...] = tuple(EXTRAS)
 #: pgvector's hnsw.ef_search for a search of up to this many results (more: top_n itself)
 DEFAULT_EF_SEARCH = 100
+#: qdrant without a server URL: Qdrant Edge (Qdrant's Rust engine, in-process) or
+#: qdrant-client's pure-Python local mode; the module each imports
+QDRANT_MODULES: dict[str, str] = {"edge": "qdrant_edge", "local": "qdrant_client"}
+QDRANT_MODES: tuple[str, ...] = tuple(QDRANT_MODULES)
+DEFAULT_QDRANT_MODE = "edge"

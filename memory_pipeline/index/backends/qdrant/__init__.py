@@ -1,10 +1,16 @@
 """The Qdrant backend: vectors and BM25 weights in one Qdrant collection.
 
-``HYBRID_RAG_QDRANT_URL`` names a server (with ``HYBRID_RAG_QDRANT_API_KEY``); without
-it Qdrant's local mode keeps the collection in ``qdrant_path`` (default
-``<index_path>/qdrant``). Local mode locks its folder: one process at a time, and the
-memories of that process on one folder share one client. Fed from the store's change
-queue (``queued``).
+Which Qdrant runs it (``engine.Engine``):
+
+* ``HYBRID_RAG_QDRANT_URL`` set: that server (with ``HYBRID_RAG_QDRANT_API_KEY``);
+* otherwise ``HYBRID_RAG_QDRANT_MODE``: ``edge`` (the default), Qdrant Edge, Qdrant's
+  own Rust engine in this process, in ``qdrant_path`` (default
+  ``<index_path>/qdrant-edge``); or ``local``, qdrant-client's pure-Python local mode
+  in ``qdrant_path`` (default ``<index_path>/qdrant``), exact but seconds per BM25
+  query past ~20k chunks.
+
+Both in-process engines lock their folder: one process at a time, and the memories of
+that process on one folder share it. Fed from the store's change queue (``queued``).
 
 ``HYBRID_RAG_INDEX_COLLECTION`` is an alias of the collection ``<name>-v<version>``
 that holds, per chunk, a point whose id is the chunk id, with
@@ -24,9 +30,10 @@ and moves the alias to it at once. The retriever fuses the two lists; Qdrant ran
 each.
 
 Filters act before the cut: ``allowed`` ids are a ``HasIdCondition``, searched
-exactly (``exact=True``; local mode is always exact); a space is a payload condition,
-and idf is computed over the live points of the spaces read (``IdfCorpusParams``).
-Unfiltered dense search on a server is Qdrant's HNSW, approximate as HNSW is.
+exactly on an indexed engine (local mode is always exact); a space is a payload
+condition, and idf is computed over the live points of the spaces read
+(``IdfCorpusParams``). Unfiltered dense search on an indexed engine (a server, Edge) is
+Qdrant's HNSW once a segment is large enough, approximate as HNSW is.
 
 What is approximate in BM25: a point's weights use its space's average length as it
 stood when the point was written (after the write of its batch of up to 2,000
@@ -42,65 +49,54 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from qdrant_client import QdrantClient, models
 
 from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index import bm25
-from memory_pipeline.index.backends.qdrant.client import connect, release
-from memory_pipeline.index.backends.qdrant.search import (
-    DENSE,
-    PAGE,
-    SPARSE,
-    QdrantView,
-    Totals,
-    doc_vector,
-)
+from memory_pipeline.index.backends.qdrant.engine import PAGE, Engine, PointData
+from memory_pipeline.index.backends.qdrant.search import QdrantView, Totals, doc_vector
 from memory_pipeline.index.backends.queued import Batch, IndexState, QueuedIndex
 
 if TYPE_CHECKING:
     from memory_pipeline.index.settings import IndexSettings
     from memory_pipeline.store import Store
 
+# HYBRID_RAG_QDRANT_MODE without a URL -> the folder under the index folder it defaults to
+FOLDERS = {"edge": "qdrant-edge", "local": "qdrant"}
+
+
+def open_engine(index: IndexSettings, index_path: Path) -> Engine:
+    """The server ``qdrant_url``, or else the in-process engine ``qdrant_mode`` names."""
+    if index.qdrant_url is None and index.qdrant_mode == "edge":
+        from memory_pipeline.index.backends.qdrant.edge import EdgeEngine
+
+        return EdgeEngine(index.qdrant_path or index_path / FOLDERS["edge"])
+    from memory_pipeline.index.backends.qdrant.client import ClientEngine
+
+    folder = None if index.qdrant_url else index.qdrant_path or index_path / FOLDERS["local"]
+    return ClientEngine(index.qdrant_url, index.qdrant_api_key, folder)
+
 
 def open_qdrant(index: IndexSettings, index_path: Path, store: Store, model_id: str) -> QueuedIndex:
-    """The backend over the server ``qdrant_url``, or else over local mode's folder (in
-    ``index_path`` unless ``qdrant_path`` says where)."""
-    folder = None if index.qdrant_url else index.qdrant_path or index_path / "qdrant"
-    client = connect(index.qdrant_url, index.qdrant_api_key, folder)
-    service = QdrantService(
-        client, index.collection, remote=index.qdrant_url is not None, folder=folder
-    )
+    """The backend over the engine ``open_engine`` picks."""
+    service = QdrantService(open_engine(index, index_path), index.collection)
     return QueuedIndex("qdrant", store, model_id, service, index_path)
 
 
 class QdrantService:
     """The collection behind the alias: its state, its views, its writes (``queued``)."""
 
-    def __init__(self, client: QdrantClient, alias: str, *, remote: bool, folder: Path | None):
-        self.client = client
+    def __init__(self, engine: Engine, alias: str):
+        self.engine = engine
         self.alias = alias
-        self.remote = remote
-        self.folder = folder
-
-    def _target(self) -> str | None:
-        for a in self.client.get_aliases().aliases:
-            if a.alias_name == self.alias:
-                return a.collection_name
-        if self.client.collection_exists(self.alias):
-            raise IndexUnavailableError(
-                f"Qdrant holds a collection named {self.alias!r} that this memory did not make; "
-                "choose another HYBRID_RAG_INDEX_COLLECTION or remove that collection"
-            )
-        return None
 
     def _read(self) -> tuple[IndexState, Totals] | None:
-        target = self._target()
+        target = self.engine.target(self.alias)
         if target is None:
             return None
-        meta = self.client.get_collection(target).config.metadata or {}
+        meta = self.engine.metadata(target)
         if "model_id" not in meta:
             raise IndexUnavailableError(
                 f"the Qdrant collection {target!r} has no index metadata; run rebuild-index"
@@ -116,7 +112,7 @@ class QdrantService:
         return state, {str(s): [int(n), int(t)] for s, (n, t) in meta["spaces"].items()}
 
     def close(self) -> None:
-        release(self.client)
+        self.engine.close()
 
     def state(self) -> IndexState | None:
         found = self._read()
@@ -127,13 +123,11 @@ class QdrantService:
         if found is None:
             return None
         state, totals = found
-        n = self.client.count(self.alias, exact=True).count
-        return QdrantView(
-            state.manifest(n, n), self.client, self.alias, self.remote, totals, self.folder
-        )
+        n = self.engine.count(self.alias)
+        return QdrantView(state.manifest(n, n), self.engine, self.alias, totals)
 
     def apply(self, removed: np.ndarray, added: Iterable[Batch], state: IndexState) -> int:
-        target = self._target()
+        target = self.engine.target(self.alias)
         found = self._read()
         if target is None or found is None:
             raise IndexUnavailableError(
@@ -145,85 +139,52 @@ class QdrantService:
             self._forget(target, batch.ids.tolist(), totals)  # a point written again
             self._write(target, batch, totals)
         self._set_state(target, state, totals)
-        return self.client.count(target, exact=True).count
+        return self.engine.count(target)
 
     def replace(self, added: Iterable[Batch], state: IndexState) -> int:
-        old = self._target()
+        old = self.engine.target(self.alias)
         target = f"{self.alias}-v{state.version}"
-        if self.client.collection_exists(target):  # left by a rebuild that did not finish
-            self.client.delete_collection(target)
-        self.client.create_collection(
-            target,
-            vectors_config={
-                DENSE: models.VectorParams(size=state.dim, distance=models.Distance.DOT)
-            },
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-        )
+        if self.engine.exists(target):  # left by a rebuild that did not finish
+            self.engine.drop(target)
+        self.engine.create(target, state.dim)
         try:
-            if self.remote:
-                for field in ("space", "terms"):
-                    self.client.create_payload_index(
-                        target, field, models.PayloadSchemaType.KEYWORD
-                    )
             totals: Totals = {}
             for batch in added:
                 self._write(target, batch, totals)
             self._set_state(target, state, totals)
         except BaseException:
-            self.client.delete_collection(target)
+            self.engine.drop(target)
             raise
-        ops: list[Any] = []
-        if old is not None:
-            ops.append(
-                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.alias))
-            )
-        ops.append(
-            models.CreateAliasOperation(
-                create_alias=models.CreateAlias(collection_name=target, alias_name=self.alias)
-            )
-        )
-        self.client.update_collection_aliases(change_aliases_operations=ops)
+        self.engine.point_alias(self.alias, target)
         if old is not None and old != target:
-            self.client.delete_collection(old)
-        return self.client.count(target, exact=True).count
+            self.engine.drop(old)
+        return self.engine.count(target)
 
     def _forget(self, target: str, ids: list[int], totals: Totals) -> None:
         """Delete the points of ``ids`` it holds, taking them out of the totals."""
         for start in range(0, len(ids), PAGE):
             part = ids[start : start + PAGE]
-            held = self.client.retrieve(target, part, with_payload=["space", "length"])
+            held = self.engine.retrieve(target, part, payload=["space", "length"], dense=False)
             for p in held:
-                counts = totals[str(p.payload["space"])]  # type: ignore[index]
+                counts = totals[str(p.payload["space"])]
                 counts[0] -= 1
-                counts[1] -= int(p.payload["length"])  # type: ignore[index]
+                counts[1] -= int(p.payload["length"])
             if held:
-                self.client.delete(
-                    target, models.PointIdsList(points=[p.id for p in held]), wait=True
-                )
+                self.engine.delete(target, [p.id for p in held])
 
     def _write(self, target: str, batch: Batch, totals: Totals) -> None:
         for space, tokens in zip(batch.spaces, batch.tokens, strict=True):
             counts = totals.setdefault(space, [0, 0])
             counts[0] += 1
             counts[1] += len(tokens)
-        points = [
-            models.PointStruct(
-                id=int(cid),
-                vector={
-                    DENSE: vec.tolist(),
-                    SPARSE: doc_vector(tokens, max(totals[space][1] / totals[space][0], 1e-9)),
-                },
-                payload={
-                    "space": space,
-                    "length": len(tokens),
-                    "terms": bm25.distinct_terms(tokens),
-                },
-            )
-            for cid, vec, space, tokens in zip(
-                batch.ids, batch.vectors, batch.spaces, batch.tokens, strict=True
-            )
-        ]
-        self.client.upsert(target, points, wait=True)
+        points = []
+        for cid, vec, space, tokens in zip(
+            batch.ids, batch.vectors, batch.spaces, batch.tokens, strict=True
+        ):
+            indices, values = doc_vector(tokens, max(totals[space][1] / totals[space][0], 1e-9))
+            payload = {"space": space, "length": len(tokens), "terms": bm25.distinct_terms(tokens)}
+            points.append(PointData(int(cid), vec.tolist(), indices, values, payload))
+        self.engine.upsert(target, points)
 
     def _set_state(self, target: str, state: IndexState, totals: Totals) -> None:
         meta = {
@@ -235,4 +196,4 @@ class QdrantService:
             "tokenizer": state.tokenizer,
             "spaces": totals,
         }
-        self.client.update_collection(target, metadata=meta)
+        self.engine.set_metadata(target, meta)
