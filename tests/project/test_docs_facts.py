@@ -86,3 +86,49 @@ def missing_paths(doc: Path) -> list[str]:
 
 def test_architecture_doc_names_only_modules_that_exist() -> None:
     assert missing_paths(DOCS / "architecture.md") == []
+
+
+#: A call that opens a database connection: SQLAlchemy's ``connect()``/``begin()`` on an
+#: engine, a new engine, or the standard library's ``sqlite3.connect``.
+OPENS_CONNECTION = re.compile(r"\.connect\(|\.begin\(\)|\bcreate_engine\(|\bsqlite3\.connect\(")
+#: The sentence in docs/architecture.md whose list names the code outside ``store/`` that
+#: opens connections.
+CONNECTIONS_LIST = "open database connections:"
+
+
+def connection_openers_named(doc: Path) -> set[str]:
+    """The code paths outside ``store/``, relative to the repository, that ``doc`` names
+    from ``CONNECTIONS_LIST`` to the next heading (the list, and the test harness after it)."""
+    text = doc.read_text(encoding="utf-8")
+    assert CONNECTIONS_LIST in text, f"{doc.name} does not say which code opens connections"
+    start = text.index(CONNECTIONS_LIST)
+    section = text[start : text.index("\n###", start)]
+    named = set()
+    for path in MODULE_PATH.findall(section):
+        for root in (DOCS.parent, DOCS.parent / "memory_pipeline"):
+            rel = Path(root / path).relative_to(DOCS.parent)
+            code = rel.parts[0] in ("memory_pipeline", "serving")
+            if code and rel.parts[:2] != ("memory_pipeline", "store") and (root / path).exists():
+                named.add(str(rel))
+    return named
+
+
+def connection_openers() -> set[str]:
+    """The modules outside ``memory_pipeline/store/`` that open a connection, each as its
+    own path or, inside an index backend's package, as the package's folder."""
+    repo = DOCS.parent
+    found = set()
+    for path in [*(repo / "memory_pipeline").rglob("*.py"), *(repo / "serving").rglob("*.py")]:
+        rel = path.relative_to(repo)
+        if rel.parts[:2] == ("memory_pipeline", "store"):
+            continue
+        if OPENS_CONNECTION.search(path.read_text(encoding="utf-8")):
+            backend = rel.parts[:4] if rel.parts[1:3] == ("index", "backends") else ()
+            found.add(str(Path(*backend)) if len(rel.parts) > 4 else str(rel))
+    return found
+
+
+def test_architecture_doc_names_the_code_outside_the_store_that_opens_connections() -> None:
+    """docs/architecture.md, "Inside the store": the places outside ``store/`` that still
+    open database connections are named, and no other place does."""
+    assert connection_openers() == connection_openers_named(DOCS / "architecture.md")
