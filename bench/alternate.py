@@ -4,7 +4,8 @@ The machine is shared and its load drifts: figures taken an hour apart say as mu
 about the neighbours as about a change. This runs each benchmark script for the base
 (a git revision, checked out into a temporary worktree) and for this checkout, one
 after the other, ``--rounds`` times in alternation, and prints every figure line of
-the two side by side: ``base → this`` for each number that differs.
+the two side by side: ``base → this`` for each number that differs. A script the base
+does not have yet is copied into its worktree, so a new benchmark measures the old code.
 
     python -m bench.alternate --base <rev> [--rounds 1] [--script bench/bench_core.py …]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,8 +32,10 @@ def run(tree: Path, script: str) -> tuple[list[str], float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     started = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, script], cwd=tree, env=env, capture_output=True, text=True, check=True
+        [sys.executable, script], cwd=tree, env=env, capture_output=True, text=True, check=False
     )
+    if out.returncode:
+        sys.exit(f"{script} failed in {tree} (exit {out.returncode}):\n{out.stderr}")
     return out.stdout.splitlines(), time.perf_counter() - started
 
 
@@ -67,6 +71,10 @@ def main() -> None:
     git = ["git", "-C", str(ROOT)]
     subprocess.run([*git, "worktree", "add", "-q", "--detach", str(base), args.base], check=True)
     try:
+        for script in args.script or SCRIPTS:
+            if not (base / script).exists():
+                shutil.copy(ROOT / script, base / script)
+                print(f"{script}: not in {args.base}; this checkout's copy runs there")
         for script in args.script or SCRIPTS:
             for n in range(args.rounds):
                 # Alternate which goes first, so a drifting load favours neither.
