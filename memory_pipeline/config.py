@@ -48,7 +48,12 @@ from memory_pipeline.memory.scoring import (
 )
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.fusion import parse_fusion
-from memory_pipeline.search.params import MAX_GUARANTEED, MAX_TOP_N, SearchRequest
+from memory_pipeline.search.params import (
+    MAX_GUARANTEED,
+    MAX_SPEAKER_BOOST,
+    MAX_TOP_N,
+    SearchRequest,
+)
 from memory_pipeline.sections import Refused, Section
 from memory_pipeline.sections import no_placeholder as _no_placeholder
 from memory_pipeline.sections import var as _var
@@ -76,6 +81,9 @@ class SearchSettings(Section):
     guaranteed_candidates_limit: Annotated[
         int, annotated_types.Ge(0), annotated_types.Le(MAX_GUARANTEED)
     ] = _var("GUARANTEED_LIMIT", _SEARCH.guaranteed_candidates_limit)
+    speaker_boost: Annotated[
+        float, annotated_types.Ge(0.0), annotated_types.Le(MAX_SPEAKER_BOOST)
+    ] = _var("SPEAKER_BOOST", _SEARCH.speaker_boost)
 
     @field_validator("fusion", mode="before")
     @classmethod

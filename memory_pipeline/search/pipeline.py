@@ -25,6 +25,7 @@ from memory_pipeline.ingest.relative_dates import periods_named
 from memory_pipeline.memory.axis import memory_rerank
 from memory_pipeline.memory.scoring import MemoryFields
 from memory_pipeline.memory.when import chunk_day, time_boosted, time_closeness
+from memory_pipeline.memory.who import said_by, speaker_boosted, speakers_named
 from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.search.cross_encoder import Reranker
 from memory_pipeline.search.fusion import (
@@ -113,6 +114,7 @@ class HybridSearcher:
         self._retrieve(run, list(zip(texts[1:], others, strict=True)))
         self._add_guaranteed(run, filters)
         self._cross_encode(run)
+        self._speaker_named(run)
         self._time_named(run)
         self._memory_axis(run)
         self._diversify(run)
@@ -165,7 +167,9 @@ class HybridSearcher:
             self._fuse_rewrites(run, rewrites)
         # Later stages re-order the pool; without them only top_k (plus a margin for
         # collapsed duplicates and orphans) is ever shown.
-        reorders = p.enable_mmr or p.enable_memory_rerank or bool(run.periods)
+        reorders = (
+            p.enable_mmr or p.enable_memory_rerank or bool(run.periods) or p.speaker_boost > 0
+        )
         pool_size = max(
             p.top_k * 4 if reorders else p.top_k + 5,
             p.rerank_depth if self._rerank_on(p) else 0,
@@ -260,6 +264,25 @@ class HybridSearcher:
             floor = min(run.final[r.id] for r in head) if head else 0.0
             for r in rest:
                 run.final[r.id] = min(run.final[r.id], floor) - 1e-9
+
+    def _speaker_named(self, run: Run) -> None:
+        """A speaker the query names prefers the turns that speaker said: a bounded boost
+        on the relevance (``memory/who.py``), the pool re-ordered by it; never a filter."""
+        weight = run.params.speaker_boost
+        if weight <= 0 or not run.pool:
+            return
+        with run.timer.stage("speaker"):
+            named = speakers_named(run.tokens, {t.speaker for r in run.pool for t in r.turns})
+            if not named:
+                return
+            said = [said_by(r.turns, named) for r in run.pool]
+            boosted = speaker_boosted([run.final[r.id] for r in run.pool], said, weight)
+            for r, s, score in zip(run.pool, said, boosted, strict=True):
+                run.final[r.id] = score
+                run.extra.setdefault(r.id, {})["speaker_match"] = s
+            run.pool = sorted(run.pool, key=lambda r: -run.final[r.id])  # stable: ties keep order
+            who = ", ".join(sorted(named))
+            run.stats.notes.append(f"the query names {who}: what they said is preferred")
 
     def _time_named(self, run: Run) -> None:
         """A time the query names prefers chunks dated near it: a bounded boost on the

@@ -51,6 +51,7 @@ CUSTOM = Settings(
     guaranteed_types=("principle", "paper"),
     guaranteed_importance_threshold=0.5,
     guaranteed_candidates_limit=5,
+    speaker_boost=0.5,
     score_threshold=0.1,
     grace_days=7.0,
     max_fraction=0.5,

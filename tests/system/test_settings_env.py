@@ -146,6 +146,7 @@ def test_every_field_has_its_variable() -> None:
         ("HYBRID_RAG_GUARANTEED_TYPES", "principle,blog", "unknown knowledge types"),
         ("HYBRID_RAG_GUARANTEED_LIMIT", "5000", "between 0 and 1000"),
         ("HYBRID_RAG_RRF_K", "-1", "at least 0"),
+        ("HYBRID_RAG_SPEAKER_BOOST", "2", "in [0, 1]"),
         ("HYBRID_RAG_FORGET_MAX_FRACTION", "2", "in [0, 1]"),
         ("HYBRID_RAG_ALLOW_HARD_LINKS", "maybe", "true or false"),
     ],
