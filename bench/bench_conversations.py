@@ -10,10 +10,7 @@ default model on ONNX Runtime (``--model minilm`` runs all-MiniLM-L6-v2 on torch
   conversations were stored before they were chunked by turn;
 * ``turns``: one chunk per turn, each embedded alone (no context in the index text);
 * ``turns+context``: the default, each turn embedded and BM25-indexed with its date,
-  speaker, neighbouring turns and resolved relative dates;
-* ``turns+context, split passes`` (ONNX only): the same, embedded as before the texts
-  of a batch ran side by side: one text at a time, each forward pass split across the
-  embedding threads.
+  speaker, neighbouring turns and resolved relative dates.
 
 For each: wall and CPU time of ``ingest_loaded`` over every session (CPU: every thread
 of the process), both per 1,000 turns, wall / CPU, the time spent inside the model
@@ -38,9 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.split_passes import SplitPasses  # noqa: E402
 from memory_pipeline.config import Settings  # noqa: E402
-from memory_pipeline.embedding.onnx import OnnxEmbedder  # noqa: E402
 from memory_pipeline.embedding.registry import embedder_for  # noqa: E402
 from memory_pipeline.embedding.st import MINILM_PACKAGE  # noqa: E402
 from memory_pipeline.ingest.loaders import load_text  # noqa: E402
@@ -119,9 +114,8 @@ def main() -> int:
         help="default: multilingual-e5-small on ONNX Runtime; minilm: all-MiniLM-L6-v2 on torch",
     )  # fmt: skip
     parser.add_argument(
-        "--ways", default="markdown,turns,turns+context",
-        help="comma-separated ways to store (plus 'split' for the ONNX embedder as it was)",
-    )  # fmt: skip
+        "--ways", default="markdown,turns,turns+context", help="comma-separated ways to store"
+    )
     args = parser.parse_args()
     if not args.file.exists():
         print(f"{args.file} is not here; pass --file with a LoCoMo or transcript file")
@@ -137,12 +131,6 @@ def main() -> int:
     inner = embedder_for(base.embedding)
     inner.embed_documents(["warm up the model"])  # type: ignore[attr-defined]
     ways = args.ways.split(",")
-    split = None
-    if "split" in ways:
-        if not isinstance(inner, OnnxEmbedder):
-            parser.error("'split' compares ONNX embedders; it needs --model default")
-        split = SplitPasses(cache_dir=inner.cache_dir, threads=inner.threads, progress=False)
-        split.embed_documents(["warm up the model"])
     turns = sum(len(c.messages) for c in sessions)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(f"{len(sessions)} sessions, {turns} turns, model {inner.model_id}")
@@ -151,7 +139,6 @@ def main() -> int:
         "markdown": lambda: _run("markdown", sessions, base, inner),
         "turns": lambda: _run("turns", sessions, no_context, inner),
         "turns+context": lambda: _run("turns+context", sessions, base, inner),
-        "split": lambda: _run("turns+context, split passes", sessions, base, split),
     }
     rows = [runs[way]() for way in ways]
     print()

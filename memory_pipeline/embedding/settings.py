@@ -29,7 +29,7 @@ class EmbeddingSettings(Section):
     # How the default model runs: onnx (ONNX Runtime, no torch), torch (sentence-
     # transformers), auto (a memory's own runtime; onnx for a new one). Other models: torch.
     runtime: str = var("EMBEDDING_RUNTIME", AUTO)
-    # ONNX Runtime forward passes run side by side, one thread each (default: min(4, cores)).
+    # Threads of one ONNX Runtime forward pass (default: min(4, cores)).
     threads: Annotated[int, annotated_types.Ge(1)] | None = var("EMBEDDING_THREADS")
 
     @field_validator("runtime", mode="before")

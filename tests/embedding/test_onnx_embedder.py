@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from contextlib import suppress
 from importlib import resources
 from pathlib import Path
 
@@ -240,61 +238,3 @@ def test_a_prepared_session_is_the_one_the_first_embedding_uses(
     assert np.array_equal(
         vector, OnnxEmbedder(cache_dir=cache).embed_query("reciprocal rank fusion")
     )
-
-
-# ------------------------------------------------------------ texts side by side
-class _Encoding:
-    def __init__(self, text: str) -> None:
-        self.ids = [len(text), *map(ord, text[:3])]
-
-
-class _Tokenizer:
-    def encode_batch(self, texts: list[str]) -> list[_Encoding]:
-        return [_Encoding(t) for t in texts]
-
-
-class _Session:
-    """Answers a text's first id as its vector; ``meet`` makes the first ``parties`` runs
-    wait for each other, so runs made one after another never get past it."""
-
-    def __init__(self, parties: int) -> None:
-        self.meet = threading.Barrier(parties, timeout=10)
-        self.runs = 0
-        self.threads: set[int] = set()
-        self._count = threading.Lock()
-
-    def run(self, _outputs: object, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        with self._count:
-            self.runs += 1
-            meets = self.runs <= self.meet.parties
-        self.threads.add(threading.get_ident())
-        if meets:
-            with suppress(threading.BrokenBarrierError):
-                self.meet.wait()
-        first = float(feed["input_ids"][0][0])
-        return [np.asarray([[first, 1.0, 0.0]], dtype=np.float32)]
-
-
-def _stubbed(threads: int, session: _Session) -> OnnxEmbedder:
-    embedder = OnnxEmbedder(cache_dir=Path("unused"), threads=threads)
-    embedder._config = {"dim": 3, "max_tokens": 8, "prompts": {}}
-    embedder._tokenizer = _Tokenizer()
-    embedder._session = session
-    return embedder
-
-
-def test_a_batch_runs_its_texts_side_by_side_each_in_its_row() -> None:
-    session = _Session(parties=2)
-    texts = ["a" * n for n in range(1, 40)]
-    vectors = _stubbed(2, session).embed_documents(texts)
-    assert not session.meet.broken  # two runs were inside the session at once
-    assert len(session.threads) == 2
-    assert vectors[:, 0].tolist() == [float(n) for n in range(1, 40)]
-
-
-def test_one_thread_runs_the_texts_one_after_another() -> None:
-    session = _Session(parties=2)
-    session.meet = threading.Barrier(2, timeout=0.2)
-    vectors = _stubbed(1, session).embed_documents(["ab", "abc"])
-    assert session.meet.broken  # nobody ever met the first run
-    assert vectors[:, 0].tolist() == [2.0, 3.0]
