@@ -232,6 +232,35 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
         memory.close()
 
 
+def test_a_view_reads_a_query_statistics_once(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search and the scores of the other retriever's candidates weigh the terms
+    with the same statistics, read once per view; a new view reads them anew."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        reads = []
+        collection = PgSparse._collection
+        monkeypatch.setattr(
+            PgSparse, "_collection", lambda self, *a: reads.append(1) or collection(self, *a)
+        )
+        query = dedupe(tokenize("BM25 keyword search"))
+        view = memory.published()
+        assert view is not None
+        top = view.sparse.search(query, 3)
+        others = view.sparse.scores_for(query, memory.store.all_ids().tolist())
+        assert top and len(reads) == 1
+        assert {i: dict(others)[i] for i, _ in top} == pytest.approx(dict(top), rel=1e-12)
+        fresh = memory.published()
+        assert fresh is not None
+        fresh.sparse.search(query, 3)
+        assert len(reads) == 2
+    finally:
+        memory.close()
+
+
 def _waiting_on_a_lock(url: str) -> bool:
     engine = sa.create_engine(url)
     try:
