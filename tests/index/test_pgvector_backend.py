@@ -1,4 +1,4 @@
-"""The pgvector backend's own promises, on a real PostgreSQL 16 with pgvector.
+"""The pgvector backend's own promises, on a real PostgreSQL 18 with pgvector.
 
 BM25 in SQL equals ``rank_bm25`` (with Lucene's idf) on the project's tokens, and keeps
 equalling it after adds and deletes (statistics exact, not approximate); a memory moves
@@ -183,8 +183,10 @@ def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> No
 def test_bm25_pruned_for_common_terms_equals_the_full_sum(
     tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Queries mixing very common and rare words take the MaxScore path; its top n is
-    rank_bm25's, for every n and under an id filter."""
+    """Queries mixing very common and rare words take the MaxScore path (a floor from
+    the rare terms' top n fully scored, then the common terms one at a time for the
+    candidates left); its top n is rank_bm25's, ties included, for every n and under
+    an id filter."""
     from memory_pipeline.index.backends import pgvector as pgv
 
     rng = np.random.default_rng(7)
@@ -194,6 +196,7 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
         " ".join(rng.choice(vocab, size=int(rng.integers(5, 40)), p=zipf / zipf.sum()))
         for _ in range(600)
     ]
+    texts += texts[:150:3]  # copies: equal scores, which the floors must keep (ties by id)
     memory = _memory(tmp_path, pgvector_url)
     pruned = []
     real = pgv.PgSparse._pruned
@@ -209,7 +212,12 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
         reference = LuceneIdfBM25(corpus, k1=BM25_K1, b=BM25_B)
         view = memory.published()
         assert view is not None
-        for query in (["w0", "w1", "w250"], ["w2", "w399", "w150", "w0"], ["w3", "w120"]):
+        for query in (
+            ["w0", "w1", "w250"],
+            ["w2", "w399", "w150", "w0"],
+            ["w3", "w120"],
+            ["w0", "w1", "w2", "w3", "w4", "w5", "w300"],  # many common terms, one rare
+        ):
             scores = reference.get_scores(query)
             expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
             for n in (1, 5, 20):
@@ -220,6 +228,35 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             got = view.sparse.search(query, 5, allowed_ids=allowed)
             assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
         assert pruned, "no query took the pruned path"
+    finally:
+        memory.close()
+
+
+def test_a_view_reads_a_query_statistics_once(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search and the scores of the other retriever's candidates weigh the terms
+    with the same statistics, read once per view; a new view reads them anew."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        reads = []
+        collection = PgSparse._collection
+        monkeypatch.setattr(
+            PgSparse, "_collection", lambda self, *a: reads.append(1) or collection(self, *a)
+        )
+        query = dedupe(tokenize("BM25 keyword search"))
+        view = memory.published()
+        assert view is not None
+        top = view.sparse.search(query, 3)
+        others = view.sparse.scores_for(query, memory.store.all_ids().tolist())
+        assert top and len(reads) == 1
+        assert {i: dict(others)[i] for i, _ in top} == pytest.approx(dict(top), rel=1e-12)
+        fresh = memory.published()
+        assert fresh is not None
+        fresh.sparse.search(query, 3)
+        assert len(reads) == 2
     finally:
         memory.close()
 
@@ -281,7 +318,9 @@ def test_a_rebuild_swapping_tables_waits_for_a_search_between_its_reads(
             thread.start()
             return thread
 
-        search = run("search", lambda: view.sparse.search(query, 5))
+        fresh = memory.published()  # a view of its own: it reads the statistics anew
+        assert fresh is not None
+        search = run("search", lambda: fresh.sparse.search(query, 5))
         assert between_reads.wait(60)
         rebuild = run("rebuild", memory.rebuild_index)
         for _ in range(600):  # until the rebuild waits for a lock (or is done)

