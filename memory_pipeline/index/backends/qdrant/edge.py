@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import fcntl
 import json
-import os
 import shutil
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.backends.qdrant.engine import (
     DENSE,
@@ -50,16 +50,6 @@ def _close_all() -> None:
     for folder, _ in list(_OPEN.values()):
         folder.close()
     _OPEN.clear()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    """Replace ``path`` in one rename: a reader sees the old content or the new."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
-        json.dump(value, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class EdgeFolder:
@@ -201,7 +191,9 @@ class EdgeEngine:
         shutil.rmtree(self.folder.collection(name), ignore_errors=True)
 
     def point_alias(self, alias: str, name: str) -> None:
-        _write_json(self.folder.path / "aliases.json", {**self.folder.aliases(), alias: name})
+        replace_text(
+            self.folder.path / "aliases.json", json.dumps({**self.folder.aliases(), alias: name})
+        )
 
     def metadata(self, name: str) -> dict[str, Any]:
         path = self.folder.collection(name) / "metadata.json"
@@ -210,7 +202,7 @@ class EdgeEngine:
     def set_metadata(self, name: str, meta: dict[str, Any]) -> None:
         shard = self.folder.shard(name)
         shard.optimize()  # the writes before it, indexed (Edge has no background optimiser)
-        _write_json(self.folder.collection(name) / "metadata.json", meta)
+        replace_text(self.folder.collection(name) / "metadata.json", json.dumps(meta))
 
     # -- points -----------------------------------------------------------------
 
