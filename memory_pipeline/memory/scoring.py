@@ -188,6 +188,16 @@ def forgetting_verdict(
     return ForgettingVerdict(ms, None, in_grace)
 
 
+def boosted(relevance: Sequence[float], match: Sequence[float], weight: float) -> list[float]:
+    """Each chunk's relevance on [0, 1] times ``1 + weight * match``, in the order given:
+    the bounded boost the search's time and speaker stages give what the query names."""
+    if len(relevance) != len(match):
+        raise ValueError(f"{len(relevance)} relevance scores for {len(match)} chunks")
+    return [
+        r * (1.0 + weight * m) for r, m in zip(normalise_relevance(relevance), match, strict=True)
+    ]
+
+
 def normalise_relevance(scores: Sequence[float]) -> list[float]:
     """Relevance on [0, 1]: divided by the best score (min-max when any is negative)."""
     if not scores:

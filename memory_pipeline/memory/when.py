@@ -11,7 +11,7 @@ off for "yesterday" halves it, a month off for "in May 2023" does). With several
 the nearest counts.
 
 ``score = r̂ · (1 + TIME_BOOST · closeness)``, ``r̂`` the relevance on [0, 1] as the memory
-axis takes it (``scoring.normalise_relevance``). Bounded (at most ``1 + TIME_BOOST`` times
+axis takes it (``scoring.normalise_relevance``; ``scoring.boosted``). Bounded (at most ``1 + TIME_BOOST`` times
 the relevance), multiplicative (a chunk that does not match the words gains nothing) and
 never a filter: it re-orders near-ties.
 """
@@ -22,7 +22,6 @@ import datetime as dt
 from collections.abc import Sequence
 
 from memory_pipeline.ingest.relative_dates import Period
-from memory_pipeline.memory.scoring import normalise_relevance
 from memory_pipeline.types import Turn
 
 #: The most a time named in the question multiplies a chunk's relevance by, less one.
@@ -49,13 +48,3 @@ def time_closeness(day: dt.date | None, periods: Sequence[Period]) -> float:
         off = (p.start - day).days if day < p.start else (day - p.end).days
         best = max(best, 0.5 ** (off / p.days))
     return best
-
-
-def time_boosted(relevance: Sequence[float], closeness: Sequence[float]) -> list[float]:
-    """Each chunk's score with the boost (module docstring), in the order given."""
-    if len(relevance) != len(closeness):
-        raise ValueError(f"{len(relevance)} relevance scores for {len(closeness)} chunks")
-    return [
-        r * (1.0 + TIME_BOOST * c)
-        for r, c in zip(normalise_relevance(list(relevance)), closeness, strict=True)
-    ]

@@ -13,7 +13,7 @@ question about what the tool said.
 
 ``score = r̂ · (1 + w · said)``, ``said`` 1 when one of the chunk's turns was said by a
 named speaker, else 0; ``r̂`` the relevance on [0, 1] as the memory axis takes it
-(``scoring.normalise_relevance``); ``w`` the ``speaker_boost`` setting. Bounded,
+(``scoring.normalise_relevance``); ``w`` the ``speaker_boost`` setting (``scoring.boosted``). Bounded,
 multiplicative (a chunk that does not match the words gains nothing) and never a
 filter, like the boost for a time the question names (``memory/when.py``).
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from memory_pipeline.index.tokenizer import tokenize
-from memory_pipeline.memory.scoring import normalise_relevance
 from memory_pipeline.types import Turn
 
 #: Speakers that are roles, not people (what the session and export readers write).
@@ -44,15 +43,3 @@ def speakers_named(query_tokens: Iterable[str], speakers: Iterable[str]) -> froz
 def said_by(turns: Sequence[Turn], named: Collection[str]) -> float:
     """1.0 when one of ``turns`` was said by a named speaker, else 0.0."""
     return 1.0 if any(t.speaker in named for t in turns) else 0.0
-
-
-def speaker_boosted(
-    relevance: Sequence[float], said: Sequence[float], weight: float
-) -> list[float]:
-    """Each chunk's score with the boost (module docstring), in the order given."""
-    if len(relevance) != len(said):
-        raise ValueError(f"{len(relevance)} relevance scores for {len(said)} chunks")
-    return [
-        r * (1.0 + weight * s)
-        for r, s in zip(normalise_relevance(list(relevance)), said, strict=True)
-    ]

@@ -23,9 +23,9 @@ from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.ingest.relative_dates import periods_named
 from memory_pipeline.memory.axis import memory_rerank
-from memory_pipeline.memory.scoring import MemoryFields
-from memory_pipeline.memory.when import chunk_day, time_boosted, time_closeness
-from memory_pipeline.memory.who import said_by, speaker_boosted, speakers_named
+from memory_pipeline.memory.scoring import MemoryFields, boosted
+from memory_pipeline.memory.when import TIME_BOOST, chunk_day, time_closeness
+from memory_pipeline.memory.who import said_by, speakers_named
 from memory_pipeline.runtimes import mismatch_hint
 from memory_pipeline.search.cross_encoder import Reranker
 from memory_pipeline.search.fusion import (
@@ -276,11 +276,7 @@ class HybridSearcher:
             if not named:
                 return
             said = [said_by(r.turns, named) for r in run.pool]
-            boosted = speaker_boosted([run.final[r.id] for r in run.pool], said, weight)
-            for r, s, score in zip(run.pool, said, boosted, strict=True):
-                run.final[r.id] = score
-                run.extra.setdefault(r.id, {})["speaker_match"] = s
-            run.pool = sorted(run.pool, key=lambda r: -run.final[r.id])  # stable: ties keep order
+            _boost(run, "speaker_match", said, weight)
             who = ", ".join(sorted(named))
             run.stats.notes.append(f"the query names {who}: what they said is preferred")
 
@@ -293,11 +289,7 @@ class HybridSearcher:
             closeness = [
                 time_closeness(chunk_day(r.turns, r.source_date), run.periods) for r in run.pool
             ]
-            boosted = time_boosted([run.final[r.id] for r in run.pool], closeness)
-            for r, c, score in zip(run.pool, closeness, boosted, strict=True):
-                run.final[r.id] = score
-                run.extra.setdefault(r.id, {})["time_match"] = round(c, 6)
-            run.pool = sorted(run.pool, key=lambda r: -run.final[r.id])  # stable: ties keep order
+            _boost(run, "time_match", closeness, TIME_BOOST)
             named = ", ".join(f"{p.text('en')}" for p in run.periods)
             run.stats.notes.append(f"the query names {named}: chunks dated near it are preferred")
 
@@ -428,3 +420,13 @@ def memory_fields(record: ChunkRecord) -> MemoryFields:
         source_date=record.source_date,
         last_accessed_at=record.last_accessed_at,
     )
+
+
+def _boost(run: Run, key: str, match: list[float], weight: float) -> None:
+    """The pool's scores boosted by each chunk's ``match`` on [0, 1] (``scoring.boosted``),
+    the match recorded in its stage scores under ``key``, the pool re-ordered by them."""
+    scores = boosted([run.final[r.id] for r in run.pool], match, weight)
+    for r, m, score in zip(run.pool, match, scores, strict=True):
+        run.final[r.id] = score
+        run.extra.setdefault(r.id, {})[key] = round(m, 6)
+    run.pool = sorted(run.pool, key=lambda r: -run.final[r.id])  # stable: ties keep order

@@ -18,8 +18,8 @@ import pytest
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.index.tokenizer import tokenize
-from memory_pipeline.memory.scoring import normalise_relevance
-from memory_pipeline.memory.who import said_by, speaker_boosted, speakers_named
+from memory_pipeline.memory.scoring import boosted, normalise_relevance
+from memory_pipeline.memory.who import said_by, speakers_named
 from memory_pipeline.search.params import DEFAULT_SPEAKER_BOOST, MAX_SPEAKER_BOOST, SearchRequest
 from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.system import MemorySystem
@@ -150,10 +150,10 @@ def test_said_by_looks_at_every_turn_of_a_chunk() -> None:
 
 
 def test_the_boost_is_bounded_and_multiplies_the_relevance() -> None:
-    assert speaker_boosted([2.0, 1.0, 0.5], [0.0, 1.0, 1.0], 0.5) == [1.0, 0.75, 0.375]
-    assert speaker_boosted([2.0, 1.0], [1.0, 1.0], 0.0) == [1.0, 0.5]
+    assert boosted([2.0, 1.0, 0.5], [0.0, 1.0, 1.0], 0.5) == [1.0, 0.75, 0.375]
+    assert boosted([2.0, 1.0], [1.0, 1.0], 0.0) == [1.0, 0.5]
     with pytest.raises(ValueError, match="2 relevance scores for 1 chunks"):
-        speaker_boosted([1.0, 0.5], [1.0], 0.1)
+        boosted([1.0, 0.5], [1.0], 0.1)
 
 
 @pytest.mark.parametrize("weight", [-0.1, MAX_SPEAKER_BOOST + 0.5])
