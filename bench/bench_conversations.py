@@ -9,8 +9,11 @@ default model on ONNX Runtime (``--model minilm`` runs all-MiniLM-L6-v2 on torch
 * ``markdown``: a session as one Markdown document cut into 256-token chunks, as
   conversations were stored before they were chunked by turn;
 * ``turns``: one chunk per turn, each embedded alone (no context in the index text);
-* ``turns+context``: the default, each turn embedded and BM25-indexed with its date,
-  speaker, neighbouring turns and resolved relative dates.
+* ``turns+context``: the default, each turn BM25-indexed with its date, speaker,
+  neighbouring turns and resolved relative dates; its vector blended from its own lines'
+  embedding and its neighbours' (each turn embedded once);
+* ``joined``: the same index text, embedded whole for each turn (``HYBRID_RAG_TURN_VECTORS=
+  joined``, the default before blending: each turn's words embedded about four times).
 
 For each: wall and CPU time of ``ingest_loaded`` over every session (CPU: every thread
 of the process), both per 1,000 turns, wall / CPU, the time spent inside the model
@@ -114,7 +117,9 @@ def main() -> int:
         help="default: multilingual-e5-small on ONNX Runtime; minilm: all-MiniLM-L6-v2 on torch",
     )  # fmt: skip
     parser.add_argument(
-        "--ways", default="markdown,turns,turns+context", help="comma-separated ways to store"
+        "--ways",
+        default="markdown,turns,turns+context,joined",
+        help="comma-separated ways to store",
     )
     args = parser.parse_args()
     if not args.file.exists():
@@ -139,6 +144,7 @@ def main() -> int:
         "markdown": lambda: _run("markdown", sessions, base, inner),
         "turns": lambda: _run("turns", sessions, no_context, inner),
         "turns+context": lambda: _run("turns+context", sessions, base, inner),
+        "joined": lambda: _run("joined", sessions, base.replace(turn_vectors="joined"), inner),
     }
     rows = [runs[way]() for way in ways]
     print()

@@ -53,11 +53,24 @@ class ChunkRecord:
 
 
 @dataclass(frozen=True)
+class Blend:
+    """A chunk's vector made of several embeddings: ``own`` (the text embedded for the
+    chunk alone) + ``weight`` × the mean of the own embeddings of the chunks at
+    ``neighbours`` (chunk indices in the same document), normalised."""
+
+    own: str
+    neighbours: tuple[int, ...]
+    weight: float
+
+
+@dataclass(frozen=True)
 class NewChunk:
     """A chunk about to be stored (no id yet).
 
     ``content`` is what a search returns; ``index_text``, when given, is what is embedded
     and BM25-indexed instead (a conversation turn with its date, speaker and neighbours).
+    ``blend``, when given, makes the vector from embeddings of parts instead of the
+    index text whole (a conversation turn's own lines and its neighbours').
     """
 
     chunk_index: int
@@ -65,6 +78,7 @@ class NewChunk:
     token_count: int
     index_text: str | None = None
     turns: tuple[Turn, ...] = ()
+    blend: Blend | None = None
 
     @property
     def indexed_text(self) -> str:

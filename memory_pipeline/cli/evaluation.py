@@ -111,6 +111,12 @@ def register(
         help="LoCoMo: index the dates that relative times mean (default: HYBRID_RAG_TURN_DATES)",
     )
     p.add_argument(
+        "--turn-vectors",
+        choices=("blended", "joined"),
+        help="LoCoMo: a turn's vector blended from its own and its neighbours' embeddings, or "
+        "the embedding of its whole index text (default: HYBRID_RAG_TURN_VECTORS)",
+    )
+    p.add_argument(
         "--question-now",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -237,6 +243,8 @@ def _locomo_run(args: argparse.Namespace, progress: bool) -> EvalRun:
         settings = settings.replace(turn_context_before=before, turn_context_after=after)
     if args.turn_dates is not None:
         settings = settings.replace(turn_dates=args.turn_dates)
+    if args.turn_vectors is not None:
+        settings = settings.replace(turn_vectors=args.turn_vectors)
     turns = sum(len(c.messages) for sessions in ds.sessions.values() for c in sessions)
     print(
         f"{ds.name}: {len(ds.sessions)} conversations, {turns} turns, "

@@ -290,6 +290,7 @@ def evaluate_locomo(
             "turn_context_before": ingest.turn_context_before,
             "turn_context_after": ingest.turn_context_after,
             "turn_dates": ingest.turn_dates,
+            "turn_vectors": ingest.turn_vectors,
             "question_now": "last session date" if question_now else "clock",
             "build_seconds": round(memories.built_seconds, 1),
             "embedded": memories.embedded,

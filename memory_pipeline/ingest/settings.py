@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import annotated_types
 from pydantic import model_validator
@@ -13,7 +13,7 @@ from memory_pipeline.ingest.chunking import (
     MIN_CHUNK_SIZE,
 )
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
-from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, TurnIndexing
+from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, NEIGHBOUR_BLEND, TurnIndexing
 from memory_pipeline.sections import Refused, Section, var
 
 
@@ -34,9 +34,17 @@ class IngestSettings(Section):
     )
     # ... and with the absolute dates their relative ones ("yesterday") mean.
     turn_dates: bool = var("TURN_DATES", DEFAULT_TURN_INDEXING.dates)
+    # A turn's vector: its own lines' embedding blended with its neighbours' (each turn
+    # embedded once), or the embedding of its whole index text ("joined").
+    turn_vectors: Literal["blended", "joined"] = var("TURN_VECTORS", "blended")
 
     def turn_indexing(self) -> TurnIndexing:
-        return TurnIndexing(self.turn_context_before, self.turn_context_after, self.turn_dates)
+        return TurnIndexing(
+            self.turn_context_before,
+            self.turn_context_after,
+            self.turn_dates,
+            blend=NEIGHBOUR_BLEND if self.turn_vectors == "blended" else None,
+        )
 
     @model_validator(mode="after")
     def _overlap_leaves_room(self) -> IngestSettings:

@@ -11,6 +11,12 @@ read alone lacks:
 * the turns around it (``TurnIndexing.before`` / ``after``: two before, one after),
   clipped, so that an answer ("Yes, twice!") is found by the question it answers.
 
+Its vector is *blended* (``TurnIndexing.blend``): the model embeds each turn once, its own
+lines alone (date, speaker, turn, resolved dates), and a turn's vector is its own plus
+``NEIGHBOUR_BLEND`` × the mean of its neighbours' own vectors, normalised. Embedding the
+whole index text instead (``blend=None``) reads every turn four times, once as itself and
+three times as a neighbour, for the same recall (docs/conversations.md).
+
 BM25 takes the turn's own words twice (``store.rows.SPARSE_TEXT``), so they outweigh a
 neighbour's. How many neighbours, and that weighting, were measured on LoCoMo's
 development conversations and chosen there (docs/conversations.md).
@@ -20,14 +26,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memory_pipeline.ingest.chunking import chunk_document
 from memory_pipeline.ingest.relative_dates import day_text, resolve_relative_dates
-from memory_pipeline.types import NewChunk, Turn
+from memory_pipeline.types import Blend, NewChunk, Turn
 
 # A neighbour is context, not content: its first characters say what it was about.
 NEIGHBOUR_CHARS = 400
+# A blended vector: own + NEIGHBOUR_BLEND × mean(neighbours' own), measured on LoCoMo's
+# development conversations and chosen there (docs/conversations.md).
+NEIGHBOUR_BLEND = 0.3
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,12 @@ class TurnIndexing:
     before: int = 2
     after: int = 1
     dates: bool = True
+    # The neighbours' weight in a blended vector; None embeds the whole index text.
+    blend: float | None = NEIGHBOUR_BLEND
+
+    def neighbours(self, turns: Sequence[TurnText], i: int) -> range:
+        """The positions of turn ``i``'s neighbours, itself left out."""
+        return range(max(0, i - self.before), min(len(turns), i + 1 + self.after))
 
 
 DEFAULT_TURN_INDEXING = TurnIndexing()
@@ -74,9 +89,8 @@ def _line(turn: TurnText, limit: int | None = None) -> str:
     return f"{turn.speaker}: {text}" if turn.speaker else text
 
 
-def index_text(turns: Sequence[TurnText], i: int, part: str, indexing: TurnIndexing) -> str:
-    """The text the indices hold for (a part of) turn ``i``."""
-    turn = turns[i]
+def own_text(turn: TurnText, part: str, indexing: TurnIndexing) -> str:
+    """What (a part of) a turn says alone: when, by whom, and the dates it means."""
     when = said_on(turn.said_at)
     head = _said(turn.speaker, part)
     lines = [f"{when}: {head}" if when else head]
@@ -84,11 +98,17 @@ def index_text(turns: Sequence[TurnText], i: int, part: str, indexing: TurnIndex
         resolved = resolve_relative_dates(part, turn.said_at.date())
         if resolved:
             lines.append("(" + "; ".join(f"{r.phrase} = {r.means}" for r in resolved) + ")")
+    return "\n".join(lines)
+
+
+def index_text(turns: Sequence[TurnText], i: int, part: str, indexing: TurnIndexing) -> str:
+    """The text the indices hold for (a part of) turn ``i``."""
+    lines = [own_text(turns[i], part, indexing)]
     # Neighbours as labelled lines, not sentences: the turn stays the one thing "said".
-    for j in range(max(0, i - indexing.before), i):
-        lines.append("before — " + _line(turns[j], NEIGHBOUR_CHARS))
-    for j in range(i + 1, min(len(turns), i + 1 + indexing.after)):
-        lines.append("after — " + _line(turns[j], NEIGHBOUR_CHARS))
+    for j in indexing.neighbours(turns, i):
+        if j != i:
+            label = "before — " if j < i else "after — "
+            lines.append(label + _line(turns[j], NEIGHBOUR_CHARS))
     return "\n".join(lines)
 
 
@@ -101,6 +121,7 @@ def chunk_turns(
 ) -> list[NewChunk]:
     """One chunk per turn (parts of a turn over ``max_chunk_size`` tokens), in order."""
     chunks: list[NewChunk] = []
+    parts_of: dict[int, list[int]] = {}  # turn position -> its chunks' positions
     for i, turn in enumerate(turns):
         if not turn.text.strip():
             continue
@@ -121,6 +142,7 @@ def chunk_turns(
                 )
             ]
         for part, tokens in parts:
+            parts_of.setdefault(i, []).append(len(chunks))
             chunks.append(
                 NewChunk(
                     len(chunks),
@@ -130,4 +152,16 @@ def chunk_turns(
                     turns=ref,
                 )
             )
-    return chunks
+    if indexing.blend is None:
+        return chunks
+    # Each chunk blends the chunks of the turns around its turn (a turn's other parts not).
+    owner = {c: i for i, mine in parts_of.items() for c in mine}
+    out = []
+    for chunk in chunks:
+        i = owner[chunk.chunk_index]
+        around = tuple(
+            c for j in indexing.neighbours(turns, i) if j != i for c in parts_of.get(j, ())
+        )
+        own = own_text(turns[i], chunk.content, indexing)
+        out.append(replace(chunk, blend=Blend(own, around, indexing.blend)))
+    return out

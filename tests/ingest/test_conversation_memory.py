@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memory_pipeline.embedding.base import HashingEmbedder
@@ -16,14 +17,21 @@ from memory_pipeline.evaluation.locomo import evaluate_locomo, load_locomo
 from memory_pipeline.evaluation.runner import EvalQuery, _score_query
 from memory_pipeline.evaluation.variants import ChunkRef
 from memory_pipeline.ingest.relative_dates import resolve_relative_dates
-from memory_pipeline.ingest.turns import TurnIndexing, TurnText, chunk_turns, index_text
+from memory_pipeline.ingest.turns import (
+    NEIGHBOUR_BLEND,
+    TurnIndexing,
+    TurnText,
+    chunk_turns,
+    index_text,
+    own_text,
+)
 from memory_pipeline.sources.conversations import Conversation
 from memory_pipeline.sources.ledger import open_ledger
 from memory_pipeline.sources.sources_file import load_sources
 from memory_pipeline.sources.sync import SyncReport, apply_sync, plan_sync
 from memory_pipeline.sources.transcripts import parse_transcript
 from memory_pipeline.system import MemorySystem
-from memory_pipeline.types import Turn
+from memory_pipeline.types import Blend, Turn
 from tests.conftest import make_settings
 from tests.test_pipeline_support import make_corpus
 
@@ -163,6 +171,97 @@ def test_a_turn_is_split_only_when_it_alone_exceeds_the_budget() -> None:
     assert all(c.token_count <= 32 for c in chunks)
     assert " ".join(c.content for c in parts).split() == long.split()
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+
+
+def test_a_turn_blends_its_own_lines_with_the_chunks_of_the_turns_around_it() -> None:
+    long = " ".join(f"word{i}." for i in range(60))
+    turns = [
+        TurnText("a", "Ana", MAY_8, "Did you book the ferry yesterday?"),
+        TurnText("b", "Sam", MAY_8, long),  # cut into parts: chunks 1, 2, …
+        TurnText("c", "Ana", MAY_8, "   "),  # no text, no chunk
+        TurnText("d", "Sam", MAY_8, "Refund one of them."),
+        TurnText("e", "Ana", MAY_8, "Done."),
+    ]
+    indexing = TurnIndexing(before=2, after=1)
+    chunks = chunk_turns(turns, token_counter=_words, max_chunk_size=32, indexing=indexing)
+    parts = [c.chunk_index for c in chunks if c.turns[0].turn_id == "b"]
+    d, e = (next(c.chunk_index for c in chunks if c.turns[0].turn_id == t) for t in "de")
+    assert len(parts) > 1
+    blends = {c.chunk_index: c.blend for c in chunks if c.blend is not None}
+    assert len(blends) == len(chunks)
+    # Its own lines are the index text's first lines: when, who, what, the dates meant.
+    assert blends[0] == Blend(own_text(turns[0], turns[0].text, indexing), (*parts,), 0.3)
+    assert blends[0].own.splitlines() == [
+        '8 May 2023: Ana said, "Did you book the ferry yesterday?"',
+        "(yesterday = 7 May 2023)",
+    ]
+    assert chunks[0].indexed_text.startswith(blends[0].own + "\nafter — Sam: word0.")
+    # Every part of a turn blends the same neighbours, not its own turn's other parts.
+    assert all(blends[p].neighbours == (0,) for p in parts)
+    # The empty turn counts in the window but gives nothing to blend.
+    assert blends[d].neighbours == (*parts, e)
+    assert blends[e].neighbours == (d,)
+    joined = TurnIndexing(before=2, after=1, blend=None)
+    chunks = chunk_turns(turns, token_counter=_words, max_chunk_size=32, indexing=joined)
+    assert all(c.blend is None for c in chunks)
+
+
+class Recording(HashingEmbedder):
+    """The hashing embedder, keeping every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed_documents(texts, progress=progress)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+@pytest.mark.parametrize("turn_vectors", ["blended", "joined"])
+def test_an_ingested_turn_vector_is_its_blend_or_its_whole_index_text(
+    tmp_path: Path, turn_vectors: str
+) -> None:
+    embedder = Recording()
+    memory = MemorySystem(make_settings(tmp_path, turn_vectors=turn_vectors), embedder=embedder)
+    try:
+        first, _ = parse_transcript(write(tmp_path / "trip.json", TRIP))
+        [result] = memory.ingest_loaded([first.to_loaded()], first.metadata())
+        chunks = memory.store.document_chunks(result.doc_id)
+        ids, matrix = memory.store.vectors_for([c.id for c in chunks], embedder.model_id)
+        vectors = dict(zip(ids.tolist(), matrix, strict=True))
+        own = [c.index_text.split("\nbefore — ")[0].split("\nafter — ")[0] for c in chunks]  # type: ignore[union-attr]
+        if turn_vectors == "joined":
+            # One text per turn, read with its neighbours: each turn is read three times.
+            assert embedder.texts == [c.index_text for c in chunks]
+            want = [embedder._vector(c.index_text) for c in chunks]  # type: ignore[arg-type]
+        else:
+            # Each turn is read once, alone; a turn's vector adds its neighbours' readings.
+            assert sorted(embedder.texts) == sorted(own)
+            alone = [embedder._vector(t) for t in own]
+            around = [[1], [0, 2], [0, 1]]  # two before, one after, in three turns
+            want = [
+                _unit(alone[i] + NEIGHBOUR_BLEND * np.mean([alone[j] for j in js], axis=0))
+                for i, js in enumerate(around)
+            ]
+        for chunk, w in zip(chunks, want, strict=True):
+            np.testing.assert_allclose(vectors[chunk.id], w, rtol=1e-5, atol=1e-6)
+        # The same session again in another space: its vectors are reused, nothing embedded.
+        embedder.texts.clear()
+        other = MemorySystem(
+            make_settings(tmp_path, turn_vectors=turn_vectors, space="other"), embedder=embedder
+        )
+        try:
+            [again] = other.ingest_loaded([first.to_loaded()], first.metadata())
+        finally:
+            other.close()
+        assert embedder.texts == [] and again.reused_vectors == 0 and again.embedded == 3
+    finally:
+        memory.close()
 
 
 # ------------------------------------------------------------ transcript format

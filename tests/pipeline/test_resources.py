@@ -42,6 +42,7 @@ CUSTOM = Settings(
     turn_context_before=3,
     turn_context_after=0,
     turn_dates=False,
+    turn_vectors="joined",
     ivf_threshold=5_000,
     dense_index="hnsw",
     time_weight=0.3,
