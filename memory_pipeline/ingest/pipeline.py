@@ -151,7 +151,7 @@ class Ingestor:
         for group in _embedding_groups(planned):
             fresh = [p for p in group if isinstance(p, _Planned)]
             vectors, reused = self._vectors_for(
-                [p.chunks for p in fresh], progress=progress and bar is None
+                [c for p in fresh for c in p.chunks], progress=progress and bar is None
             )
             start = 0
             for item in group:
@@ -329,18 +329,16 @@ class Ingestor:
         )
 
     def _vectors_for(
-        self, documents: Sequence[Sequence[NewChunk]], *, progress: bool
+        self, chunks: Sequence[NewChunk], *, progress: bool
     ) -> tuple[np.ndarray, list[bool]]:
-        """Vectors for the chunks of ``documents``, in order, embedding only text this
-        model has not embedded before (each distinct text once); also, per chunk, whether
-        to report its vector as reused.
+        """Vectors for ``chunks``, embedding only text this model has not embedded before
+        (each distinct text once); also, per chunk, whether to report its vector as reused.
 
         A vector is reused from any space, but reported as reused only when a chunk the
         caller may read holds the text: otherwise the counts would tell the caller that
         another space stores it. Such a reuse reads as an embedding, as in an empty memory.
         A blended chunk's vector is reused for the same index text too, however it was made.
         """
-        chunks = [c for doc in documents for c in doc]
         if not chunks:
             return np.zeros((0, 0), dtype=np.float32), []
         shas = [content_sha(c.indexed_text) for c in chunks]
@@ -349,18 +347,11 @@ class Ingestor:
         for i, sha in enumerate(shas):
             if sha not in known:
                 todo.setdefault(sha, i)
-        starts = np.cumsum([0, *map(len, documents)])[:-1]
-        doc_start = np.repeat(starts, list(map(len, documents)))
-
-        def text(i: int) -> str:
-            blend = chunks[i].blend
-            return blend.own if blend else chunks[i].indexed_text
-
-        wanted = {text(i): None for i in todo.values()}
-        for i in todo.values():
-            blend = chunks[i].blend
+        blends = {i: chunks[i].blend for i in todo.values()}
+        wanted = {}
+        for i, blend in blends.items():
             wanted.update(
-                {text(int(doc_start[i]) + j): None for j in blend.neighbours} if blend else {}
+                dict.fromkeys((blend.own, *blend.around) if blend else (chunks[i].indexed_text,))
             )
         texts = list(wanted)
         embedded = dict(
@@ -374,11 +365,15 @@ class Ingestor:
         )
         fresh: dict[str, np.ndarray] = {}
         for sha, i in todo.items():
-            blend = chunks[i].blend
-            vector = embedded[text(i)]
-            if blend and blend.neighbours:
-                around = [embedded[text(int(doc_start[i]) + j)] for j in blend.neighbours]
-                vector = vector + blend.weight * np.mean(around, axis=0)
+            blend = blends[i]
+            if blend is None:
+                fresh[sha] = embedded[chunks[i].indexed_text]
+                continue
+            vector = embedded[blend.own]
+            if blend.around:
+                vector = vector + blend.weight * np.mean(
+                    [embedded[t] for t in blend.around], axis=0
+                )
                 vector = vector / np.linalg.norm(vector)
             fresh[sha] = vector
         dim = len(next(iter({**fresh, **known}.values())))

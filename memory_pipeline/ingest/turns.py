@@ -154,14 +154,14 @@ def chunk_turns(
             )
     if indexing.blend is None:
         return chunks
-    # Each chunk blends the chunks of the turns around its turn (a turn's other parts not).
+    # A chunk blends the own lines of the chunks of the turns around its turn.
     owner = {c: i for i, mine in parts_of.items() for c in mine}
+    own = [own_text(turns[owner[c.chunk_index]], c.content, indexing) for c in chunks]
     out = []
     for chunk in chunks:
         i = owner[chunk.chunk_index]
         around = tuple(
-            c for j in indexing.neighbours(turns, i) if j != i for c in parts_of.get(j, ())
+            own[c] for j in indexing.neighbours(turns, i) if j != i for c in parts_of.get(j, ())
         )
-        own = own_text(turns[i], chunk.content, indexing)
-        out.append(replace(chunk, blend=Blend(own, around, indexing.blend)))
+        out.append(replace(chunk, blend=Blend(own[chunk.chunk_index], around, indexing.blend)))
     return out

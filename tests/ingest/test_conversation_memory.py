@@ -189,18 +189,20 @@ def test_a_turn_blends_its_own_lines_with_the_chunks_of_the_turns_around_it() ->
     assert len(parts) > 1
     blends = {c.chunk_index: c.blend for c in chunks if c.blend is not None}
     assert len(blends) == len(chunks)
+    own = {i: b.own for i, b in blends.items()}
     # Its own lines are the index text's first lines: when, who, what, the dates meant.
-    assert blends[0] == Blend(own_text(turns[0], turns[0].text, indexing), (*parts,), 0.3)
+    parts_own = tuple(own[p] for p in parts)
+    assert blends[0] == Blend(own_text(turns[0], turns[0].text, indexing), parts_own, 0.3)
     assert blends[0].own.splitlines() == [
         '8 May 2023: Ana said, "Did you book the ferry yesterday?"',
         "(yesterday = 7 May 2023)",
     ]
     assert chunks[0].indexed_text.startswith(blends[0].own + "\nafter — Sam: word0.")
     # Every part of a turn blends the same neighbours, not its own turn's other parts.
-    assert all(blends[p].neighbours == (0,) for p in parts)
+    assert all(blends[p].around == (own[0],) for p in parts)
     # The empty turn counts in the window but gives nothing to blend.
-    assert blends[d].neighbours == (*parts, e)
-    assert blends[e].neighbours == (d,)
+    assert blends[d].around == (*parts_own, own[e])
+    assert blends[e].around == (own[d],)
     joined = TurnIndexing(before=2, after=1, blend=None)
     chunks = chunk_turns(turns, token_counter=_words, max_chunk_size=32, indexing=joined)
     assert all(c.blend is None for c in chunks)
