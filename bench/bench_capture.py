@@ -204,8 +204,10 @@ def bench_import(work: Path) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="embedding model (default: the settings' default)")
-    parser.add_argument("--runs", type=int, default=20, help="hook runs (default 20)")
+    parser.add_argument("--runs", type=int, default=20, help="hook runs, at least 2 (default 20)")
     args = parser.parse_args()
+    if args.runs < 2:
+        parser.error("--runs must be at least 2: a p95 needs two runs")
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
         work = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRID_RAG_")}
