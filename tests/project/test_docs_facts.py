@@ -132,3 +132,15 @@ def test_architecture_doc_names_the_code_outside_the_store_that_opens_connection
     """docs/architecture.md, "Inside the store": the places outside ``store/`` that still
     open database connections are named, and no other place does."""
     assert connection_openers() == connection_openers_named(DOCS / "architecture.md")
+
+
+def test_the_blend_weight_the_docs_quote_is_the_code_s() -> None:
+    """A turn's vector is its own + NEIGHBOUR_BLEND × its neighbours'; every doc that
+    says so quotes the weight the code uses."""
+    from memory_pipeline.ingest.turns import NEIGHBOUR_BLEND
+
+    root = DOCS.parent
+    for doc in (root / "README.md", root / "README.ja.md", DOCS / "conversations.md"):
+        text = doc.read_text(encoding="utf-8")
+        quoted = set(re.findall(r"(?:own|embedding|埋め込み) (?:\+|plus) (\d\.\d+) ×", text))
+        assert quoted == {str(NEIGHBOUR_BLEND)}, doc.name
