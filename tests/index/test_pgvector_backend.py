@@ -180,14 +180,17 @@ def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> No
         _memory(tmp_path, pg_url)
 
 
+@pytest.mark.parametrize(
+    "probe_cost", [0, 10**9], ids=["waiting-terms-probed", "waiting-terms-read"]
+)
 def test_bm25_pruned_for_common_terms_equals_the_full_sum(
-    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch, probe_cost: int
 ) -> None:
     """Queries mixing very common and rare words take the MaxScore path (a floor from
-    the rare terms' top n fully scored, then the common terms one at a time for the
-    candidates left); its top n is rank_bm25's, ties included, for every n and under
-    an id filter."""
-    from memory_pipeline.index.backends import pgvector as pgv
+    the commoner lists' n-th best sum, then the common terms that can wait, one at a
+    time, for the candidates left: probed by key, or read whole); its top n is
+    rank_bm25's, ties included, for every n and under an id filter."""
+    from memory_pipeline.index.backends.pgvector import postings
 
     rng = np.random.default_rng(7)
     vocab = [f"w{i}" for i in range(400)]
@@ -198,10 +201,13 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
     ]
     texts += texts[:150:3]  # copies: equal scores, which the floors must keep (ties by id)
     memory = _memory(tmp_path, pgvector_url)
-    pruned = []
-    real = pgv.PgSparse._pruned
+    waited = []
+    real = postings._late
+    monkeypatch.setattr(postings, "PROBE_COST", probe_cost)
     monkeypatch.setattr(
-        pgv.PgSparse, "_pruned", lambda self, *a: pruned.append(1) or real(self, *a)
+        postings,
+        "_late",
+        lambda src, ids, s, late, *a: waited.append(late) or real(src, ids, s, late, *a),
     )
     try:
         for k, text in enumerate(texts):  # one chunk each
@@ -217,6 +223,7 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             ["w2", "w399", "w150", "w0"],
             ["w3", "w120"],
             ["w0", "w1", "w2", "w3", "w4", "w5", "w300"],  # many common terms, one rare
+            ["w0", "w1", "w2"],  # common terms only
         ):
             scores = reference.get_scores(query)
             expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
@@ -227,7 +234,92 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             allowed = set(ids[::7])
             got = view.sparse.search(query, 5, allowed_ids=allowed)
             assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
-        assert pruned, "no query took the pruned path"
+        assert any(waited), "no query let a term wait"
+    finally:
+        memory.close()
+
+
+def _blocks_and_postings(
+    memory: MemorySystem,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every posting as the blocks hold it, and as pgv_postings does, sorted."""
+    from memory_pipeline.index.backends.pgvector.postings import RECORD
+    from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
+
+    with memory.store.engine.connect() as c:
+        packed = []
+        for term, space, block, blob in c.execute(
+            sa.text("SELECT term, space, block, postings FROM pgv_blocks")
+        ):
+            for cid, tf, qlen in np.frombuffer(bytes(blob), dtype=RECORD).tolist():
+                assert cid >> BLOCK_SHIFT == block  # a posting sits in its chunk's block
+                packed.append((term, space, cid, tf, qlen))
+        rows = c.execute(sa.text("SELECT term, space, chunk_id, tf, qlen FROM pgv_postings"))
+        return sorted(packed), sorted(tuple(r) for r in rows)
+
+
+def _skip_ids_to(memory: MemorySystem, next_id: int) -> None:
+    """The next chunk gets ``next_id``: later chunks land in another block."""
+    with memory.store.engine.begin() as c:
+        c.execute(
+            sa.text("SELECT setval(pg_get_serial_sequence('chunks', 'id'), :n)"), {"n": next_id - 1}
+        )
+
+
+def test_the_postings_blocks_hold_exactly_the_postings_through_writes_and_a_rebuild(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """Blocks are derived: after adds into several blocks, deletes of chunks spread over
+    them (a block left empty too), a re-add and a rebuild, they hold every posting
+    once, in its chunk's block, and nothing else."""
+    from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
+
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        docs = []
+        for k, text in enumerate(CORPUS_TEXTS):
+            if k % 3 == 0:
+                _skip_ids_to(memory, (k // 3 + 1) << BLOCK_SHIFT)
+            docs.append(memory.ingest_text(text, f"t{k}").doc_id)
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len({r[2] >> BLOCK_SHIFT for r in rows}) > 2
+        for doc in docs[1::2] + docs[:1]:
+            memory.delete_document(doc)
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+        _skip_ids_to(memory, 1 << BLOCK_SHIFT)  # back into a block that holds postings
+        memory.ingest_text(CORPUS_TEXTS[1], "again")
+        assert _blocks_and_postings(memory)[0] == _blocks_and_postings(memory)[1]
+        memory.rebuild_index()
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+    finally:
+        memory.close()
+
+
+def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """A memory indexed by the version without ``pgv_blocks`` is searchable as before
+    once opened: the blocks are packed from its postings, and kept from then on."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        with memory.store.engine.begin() as c:  # the tables as that version left them
+            c.execute(sa.text("DROP TABLE pgv_blocks"))
+            c.execute(sa.text("DROP FUNCTION pgv_blocks_added, pgv_blocks_removed CASCADE"))
+    finally:
+        memory.close()
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+        memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
     finally:
         memory.close()
 

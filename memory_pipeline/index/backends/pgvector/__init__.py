@@ -15,6 +15,10 @@ Tables (``pgv_``), all cascading from ``chunks``:
   tf, qlen)``: the project's own tokens (``index/tokenizer.py``), so Japanese works as
   it does locally; ``qlen`` is the document length as tantivy stores it, so a score
   here equals the local backend's (``index/bm25.py``);
+* ``pgv_blocks (term, space, block, postings)``: the same postings packed per term and
+  block of 1,024 chunk ids (``schema.BLOCK_SHIFT``), 16 bytes each, so that BM25 reads a
+  term's list as a few rows (``search.py``); kept equal to ``pgv_postings`` by triggers,
+  and added from the postings to an index built before it when the backend opens;
 * ``pgv_stats (space, n_docs, n_tokens)`` and ``pgv_df (space, term, df)``: collection
   statistics kept exact under adds and deletes by statement triggers in the same
   transaction (one advisory lock orders every writer, so counters never deadlock; a
@@ -37,12 +41,16 @@ import sqlalchemy as sa
 from memory_pipeline.errors import IndexUnavailableError, ModelMismatchError
 from memory_pipeline.index.backends.names import DEFAULT_EF_SEARCH
 from memory_pipeline.index.backends.pgvector.schema import (
+    BLOCK_TRIGGERS,
     FUNCTIONS,
     INDEX_TABLE,
     LOCK,
     LOCK_KEY,
     SWAP,
     TABLES,
+    blocks_ddl,
+    fill_blocks,
+    has_table,
     indexes_ddl,
     insert_rows,
     read_state,
@@ -88,12 +96,26 @@ class PgVectorIndex:
                 c.execute(LOCK)
                 c.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
                 c.execute(sa.text(FUNCTIONS))
+                migrated = self._add_blocks(c)
         except sa.exc.DBAPIError as exc:
             raise IndexUnavailableError(
                 f"the PostgreSQL at {url} cannot serve the pgvector backend: "
                 f"{str(exc.orig).strip().splitlines()[0]}; install pgvector on that server "
                 "(CREATE EXTENSION vector), or use HYBRID_RAG_INDEX_BACKEND=local"
             ) from exc
+        if migrated:
+            self._analyze(("pgv_blocks",))
+
+    def _add_blocks(self, c: sa.Connection) -> bool:
+        """An index built before the postings blocks gets them, from its postings."""
+        if read_state(c) is None or has_table(c, "pgv_blocks"):
+            return False
+        c.execute(SWAP)  # the searches under way end first (schema.reading)
+        c.execute(sa.text(blocks_ddl("pgv_blocks")))
+        c.execute(sa.text(fill_blocks("")))
+        for ddl in triggers_ddl("", BLOCK_TRIGGERS):
+            c.execute(sa.text(ddl))
+        return True
 
     # ------------------------------------------------------------- the hook
     def lock(self, conn: sa.Connection) -> None:
@@ -248,6 +270,7 @@ class PgVectorIndex:
                     f"FROM pgv_postings{suffix} GROUP BY space, term"
                 )
             )
+            c.execute(sa.text(fill_blocks(suffix)))
             for ddl in indexes_ddl(suffix, f"v{version}") + triggers_ddl(suffix):
                 c.execute(sa.text(ddl))
             c.execute(SWAP)  # the searches under way end first (schema.reading)
@@ -272,8 +295,8 @@ class PgVectorIndex:
         )
         return IndexUpdateResult(version, "rebuild", n, 0, n, n, time.perf_counter() - started)
 
-    def _analyze(self) -> None:
+    def _analyze(self, tables: Sequence[str] = TABLES) -> None:
         """Fresh planner statistics and visibility map (index-only scans) after a rebuild."""
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-            for table in TABLES:
+            for table in tables:
                 c.execute(sa.text(f"VACUUM ANALYZE {table}"))

@@ -18,7 +18,13 @@ from memory_pipeline.index.tokenizer import tokenize
 
 # Every transaction that changes pgv_ rows takes this lock first (pg_advisory_xact_lock).
 LOCK_KEY = 0x6D70_7067  # "mppg"
-TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats")
+TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats", "pgv_blocks")
+# pgv_blocks holds a term's postings of the chunk ids [k << BLOCK_SHIFT, (k + 1) << BLOCK_SHIFT)
+# packed in one row (block k): a term's list reads as a few rows, not a row per posting.
+BLOCK_SHIFT = 10
+# One posting in a block: chunk id int8, tf int4, qlen int4, big-endian (int8send, int4send).
+PACKED = "int8send(chunk_id) || int4send(tf) || int4send(qlen)"
+_PACKED_P = "int8send(p.chunk_id) || int4send(p.tf) || int4send(p.qlen)"
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
 # Every transaction that reads the live pgv_ tables holds this one shared, and a rebuild
@@ -68,6 +74,34 @@ BEGIN
    WHERE d.space = o.space AND d.term = o.term AND d.df <= 0;
   RETURN NULL;
 END $$;
+CREATE OR REPLACE FUNCTION pgv_blocks_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  -- a block is a bag of postings: new ones are appended, in any order
+  INSERT INTO pgv_blocks AS b (term, space, block, postings)
+    SELECT term, space, chunk_id >> {BLOCK_SHIFT}, string_agg({PACKED}, ''::bytea)
+      FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+  ON CONFLICT (term, space, block) DO UPDATE SET postings = b.postings || EXCLUDED.postings;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION pgv_blocks_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  -- the blocks a delete touched, packed anew from the postings left: each block's
+  -- chunks are read once (by primary key), whatever the number of its terms touched
+  DELETE FROM pgv_blocks b
+   USING (SELECT DISTINCT term, space, chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) t
+   WHERE b.term = t.term AND b.space = t.space AND b.block = t.block;
+  INSERT INTO pgv_blocks (term, space, block, postings)
+    SELECT p.term, p.space, k.block, string_agg({_PACKED_P}, ''::bytea)
+      FROM (SELECT DISTINCT chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) k
+      JOIN pgv_postings p ON p.chunk_id >= k.block << {BLOCK_SHIFT}
+                         AND p.chunk_id < (k.block + 1) << {BLOCK_SHIFT}
+      JOIN (SELECT DISTINCT term, space, chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) t
+        ON t.term = p.term AND t.space = p.space AND t.block = k.block
+     GROUP BY 1, 2, 3;
+  RETURN NULL;
+END $$;
 """
 
 
@@ -106,7 +140,25 @@ def tables_ddl(suffix: str, dim: int) -> list[str]:
         f"""CREATE TABLE {t["pgv_df"]} (
               space text NOT NULL, term text NOT NULL, df bigint NOT NULL,
               PRIMARY KEY (term, space))""",
+        blocks_ddl(t["pgv_blocks"]),
     ]
+
+
+def blocks_ddl(table: str) -> str:
+    # MAIN: a common term's block (16 bytes a posting) is compressed in its row before
+    # it is moved out of line
+    return f"""CREATE TABLE {table} (
+              term text NOT NULL, space text NOT NULL, block bigint NOT NULL,
+              postings bytea STORAGE MAIN NOT NULL, PRIMARY KEY (term, space, block))"""
+
+
+def fill_blocks(suffix: str) -> str:
+    """Every block of a set of tables, from its postings (a rebuild, a migration)."""
+    return (
+        f"INSERT INTO pgv_blocks{suffix} (term, space, block, postings) "
+        f"SELECT term, space, chunk_id >> {BLOCK_SHIFT}, string_agg({PACKED}, ''::bytea) "
+        f"FROM pgv_postings{suffix} GROUP BY 1, 2, 3"
+    )
 
 
 def indexes_ddl(suffix: str, tag: str) -> list[str]:
@@ -118,18 +170,25 @@ def indexes_ddl(suffix: str, tag: str) -> list[str]:
     ]
 
 
-def triggers_ddl(suffix: str) -> list[str]:
+_TRIGGERS = (
+    ("pgv_docs", "INSERT", "pgv_docs_added"),
+    ("pgv_docs", "DELETE", "pgv_docs_removed"),
+    ("pgv_postings", "INSERT", "pgv_postings_added"),
+    ("pgv_postings", "DELETE", "pgv_postings_removed"),
+)
+BLOCK_TRIGGERS = (
+    ("pgv_postings", "INSERT", "pgv_blocks_added"),
+    ("pgv_postings", "DELETE", "pgv_blocks_removed"),
+)
+
+
+def triggers_ddl(suffix: str, triggers: Sequence[tuple[str, str, str]] = ()) -> list[str]:
     out = []
-    for table, event, name in (
-        ("pgv_docs", "INSERT", "added"),
-        ("pgv_docs", "DELETE", "removed"),
-        ("pgv_postings", "INSERT", "added"),
-        ("pgv_postings", "DELETE", "removed"),
-    ):
+    for table, event, function in triggers or _TRIGGERS + BLOCK_TRIGGERS:
         ref = "NEW TABLE AS new_rows" if event == "INSERT" else "OLD TABLE AS old_rows"
         out.append(
-            f"CREATE TRIGGER {table}_{name} AFTER {event} ON {table}{suffix} "
-            f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {table}_{name}()"
+            f"CREATE TRIGGER {function} AFTER {event} ON {table}{suffix} "
+            f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
         )
     return out
 
@@ -151,14 +210,18 @@ class State:
 # Read from pg_class in the statement's snapshot: to_regclass answers from a cache that
 # a transaction which waited for the lock may not have refreshed, and then misses the
 # table another writer created meanwhile.
-_HAS_INDEX_TABLE = sa.text(
+_HAS_TABLE = sa.text(
     "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.relname = 'pgv_index' AND n.nspname = current_schema())"
+    "WHERE c.relname = :name AND n.nspname = current_schema())"
 )
 
 
+def has_table(c: sa.Connection, name: str) -> bool:
+    return bool(c.execute(_HAS_TABLE, {"name": name}).scalar())
+
+
 def read_state(c: sa.Connection) -> State | None:
-    if not c.execute(_HAS_INDEX_TABLE).scalar():
+    if not has_table(c, "pgv_index"):
         return None
     row = c.execute(
         sa.text("SELECT model_id, dim, version, kind, created_at FROM pgv_index WHERE id = 1")
