@@ -204,11 +204,12 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
     waited = []
     real = postings._late
     monkeypatch.setattr(postings, "PROBE_COST", probe_cost)
-    monkeypatch.setattr(
-        postings,
-        "_late",
-        lambda src, ids, s, late, *a: waited.append(late) or real(src, ids, s, late, *a),
-    )
+
+    def late(src: Any, ids: Any, scores: Any, waiting: Any, *rest: Any) -> Any:
+        waited.append(waiting)
+        return real(src, ids, scores, waiting, *rest)
+
+    monkeypatch.setattr(postings, "_late", late)
     try:
         for k, text in enumerate(texts):  # one chunk each
             memory.ingest_text(text, f"z{k}")
@@ -335,9 +336,12 @@ def test_a_view_reads_a_query_statistics_once(
             memory.ingest_text(text, f"t{k}")
         reads = []
         collection = PgSparse._collection
-        monkeypatch.setattr(
-            PgSparse, "_collection", lambda self, *a: reads.append(1) or collection(self, *a)
-        )
+
+        def counted(self: PgSparse, *a: Any) -> Any:
+            reads.append(1)
+            return collection(self, *a)
+
+        monkeypatch.setattr(PgSparse, "_collection", counted)
         query = dedupe(tokenize("BM25 keyword search"))
         view = memory.published()
         assert view is not None
