@@ -302,7 +302,8 @@ def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
     tmp_path: Path, pgvector_url: str
 ) -> None:
     """A memory indexed by the version without ``pgv_blocks`` is searchable as before
-    once opened: the blocks are packed from its postings, and kept from then on."""
+    once opened: the blocks are packed from its postings (the postings' term index,
+    which they replace, dropped), and kept from then on."""
     memory = _memory(tmp_path, pgvector_url)
     try:
         for k, text in enumerate(CORPUS_TEXTS):
@@ -310,12 +311,23 @@ def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
         with memory.store.engine.begin() as c:  # the tables as that version left them
             c.execute(sa.text("DROP TABLE pgv_blocks"))
             c.execute(sa.text("DROP FUNCTION pgv_blocks_added, pgv_blocks_removed CASCADE"))
+            c.execute(
+                sa.text(
+                    "CREATE INDEX pgv_postings_term_v1 ON pgv_postings (term) "
+                    "INCLUDE (chunk_id, space, tf, qlen)"
+                )
+            )
     finally:
         memory.close()
     memory = _memory(tmp_path, pgvector_url)
     try:
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows and len(rows) > 0
+        with memory.store.engine.connect() as c:  # the term index the blocks replace is gone
+            names = c.execute(
+                sa.text("SELECT indexname FROM pg_indexes WHERE tablename = 'pgv_postings'")
+            ).scalars()
+            assert not [n for n in names if n.startswith("pgv_postings_term")]
         memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows

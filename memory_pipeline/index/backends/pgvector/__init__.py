@@ -54,6 +54,7 @@ from memory_pipeline.index.backends.pgvector.schema import (
     indexes_ddl,
     insert_rows,
     read_state,
+    read_state_and_counts,
     reading,
     tables_ddl,
     triggers_ddl,
@@ -107,10 +108,18 @@ class PgVectorIndex:
             self._analyze(("pgv_blocks",))
 
     def _add_blocks(self, c: sa.Connection) -> bool:
-        """An index built before the postings blocks gets them, from its postings."""
+        """An index built before the postings blocks gets them, from its postings, and
+        loses the postings' term index, which they replace."""
         if read_state(c) is None or has_table(c, "pgv_blocks"):
             return False
         c.execute(SWAP)  # the searches under way end first (schema.reading)
+        for (name,) in c.execute(
+            sa.text(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND "
+                "tablename = 'pgv_postings' AND indexname LIKE 'pgv_postings_term_%'"
+            )
+        ).all():
+            c.execute(sa.text(f'DROP INDEX "{name}"'))
         c.execute(sa.text(blocks_ddl("pgv_blocks")))
         c.execute(sa.text(fill_blocks("")))
         for ddl in triggers_ddl("", BLOCK_TRIGGERS):
@@ -178,7 +187,7 @@ class PgVectorIndex:
     # ------------------------------------------------------------ the source
     def current(self) -> PgView | None:
         with reading(self.engine) as c:
-            state = read_state(c)
+            state, by_space = read_state_and_counts(c)
             if state is None:
                 if Reads(c).has_chunks():
                     raise IndexUnavailableError(
@@ -187,10 +196,6 @@ class PgVectorIndex:
                         "(it fills the index from the stored vectors)"
                     )
                 return None
-            by_space = {
-                str(space): int(n)
-                for space, n in c.execute(sa.text("SELECT space, n_docs FROM pgv_stats"))
-            }
         n = sum(by_space.values())
         indexed = IndexState(
             state.model_id, state.dim, state.version, state.kind, state.created_at.isoformat()

@@ -162,9 +162,9 @@ def fill_blocks(suffix: str) -> str:
 
 
 def indexes_ddl(suffix: str, tag: str) -> list[str]:
+    # No index on pgv_postings (term): a term's list is read from pgv_blocks, and a
+    # posting is found by its key (chunk_id, term).
     return [
-        f"CREATE INDEX pgv_postings_term_{tag} ON pgv_postings{suffix} (term) "
-        "INCLUDE (chunk_id, space, tf, qlen)",
         f"CREATE INDEX pgv_vectors_hnsw_{tag} ON pgv_vectors{suffix} "
         "USING hnsw (embedding vector_ip_ops)",
     ]
@@ -221,12 +221,22 @@ def has_table(c: sa.Connection, name: str) -> bool:
 
 
 def read_state(c: sa.Connection) -> State | None:
+    return read_state_and_counts(c)[0]
+
+
+def read_state_and_counts(c: sa.Connection) -> tuple[State | None, dict[str, int]]:
+    """The index's state and its chunks per space, in one statement once the index exists."""
     if not has_table(c, "pgv_index"):
-        return None
+        return None, {}
     row = c.execute(
-        sa.text("SELECT model_id, dim, version, kind, created_at FROM pgv_index WHERE id = 1")
+        sa.text(
+            "SELECT model_id, dim, version, kind, created_at, (SELECT coalesce(json_object_agg("
+            "space, n_docs), '{}') FROM pgv_stats) FROM pgv_index WHERE id = 1"
+        )
     ).first()
-    return State(*row) if row else None
+    if row is None:
+        return None, {}
+    return State(*row[:5]), {str(k): int(v) for k, v in row[5].items()}
 
 
 def insert_rows(c: sa.Connection, suffix: str, rows: Sequence[Any]) -> None:
