@@ -87,6 +87,7 @@ class PgVectorIndex:
         self.engine = store.engine
         self.model_id = model_id
         self.ef_search = ef_search
+        self._seen = False  # pgv_index exists (rebuilds keep it: it is never dropped)
         self._check_extension()
         store.index_hook = self
 
@@ -187,7 +188,8 @@ class PgVectorIndex:
     # ------------------------------------------------------------ the source
     def current(self) -> PgView | None:
         with reading(self.engine) as c:
-            state, by_space = read_state_and_counts(c)
+            state, by_space = read_state_and_counts(c, seen=self._seen)
+            self._seen = state is not None  # a round trip less for the next view
             if state is None:
                 if Reads(c).has_chunks():
                     raise IndexUnavailableError(

@@ -106,8 +106,9 @@ END $$;
 
 
 @contextmanager
-def reading(engine: Engine) -> Iterator[sa.Connection]:
-    """A connection whose transaction reads the live tables, the swap lock held shared.
+def reading(engine: Engine, settings: dict[str, str] | None = None) -> Iterator[sa.Connection]:
+    """A connection whose transaction reads the live tables, the swap lock held shared
+    (and ``settings`` made for the transaction, in the same statement: a round trip less).
 
     A BM25 search reads the statistics, then the postings, in one transaction. Were the
     tables dropped one by one under it, the rebuild could hold the postings and wait for
@@ -117,7 +118,14 @@ def reading(engine: Engine) -> Iterator[sa.Connection]:
     meanwhile waits for the swap, holding nothing the rebuild needs.
     """
     with engine.connect() as c:
-        c.execute(READ)
+        if settings:
+            names = list(settings)
+            made = ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(len(names)))
+            params = {f"k{i}": k for i, k in enumerate(names)}
+            params.update({f"v{i}": settings[k] for i, k in enumerate(names)})
+            c.execute(sa.text(f"SELECT pg_advisory_xact_lock_shared({SWAP_KEY}), {made}"), params)
+        else:
+            c.execute(READ)
         yield c
 
 
@@ -224,9 +232,12 @@ def read_state(c: sa.Connection) -> State | None:
     return read_state_and_counts(c)[0]
 
 
-def read_state_and_counts(c: sa.Connection) -> tuple[State | None, dict[str, int]]:
-    """The index's state and its chunks per space, in one statement once the index exists."""
-    if not has_table(c, "pgv_index"):
+def read_state_and_counts(
+    c: sa.Connection, *, seen: bool = False
+) -> tuple[State | None, dict[str, int]]:
+    """The index's state and its chunks per space, in one statement once the index exists
+    (``seen``: pgv_index was there before, and nothing drops it)."""
+    if not seen and not has_table(c, "pgv_index"):
         return None, {}
     row = c.execute(
         sa.text(

@@ -41,10 +41,10 @@ class PgDense:
         if top_n <= 0 or (allowed is not None and not len(allowed)):
             return []
         q = vector_text(query)
-        with reading(self.engine) as c:
-            if allowed is None and top_n <= MAX_EF_SEARCH:
-                ef = min(MAX_EF_SEARCH, max(self.ef_search, top_n))
-                c.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef}"))
+        graph = allowed is None and top_n <= MAX_EF_SEARCH
+        ef = min(MAX_EF_SEARCH, max(self.ef_search, top_n))
+        with reading(self.engine, {"hnsw.ef_search": str(ef)} if graph else None) as c:
+            if graph:
                 rows = c.execute(
                     sa.text(
                         "SELECT chunk_id, embedding <#> CAST(:q AS vector) AS d FROM pgv_vectors "
