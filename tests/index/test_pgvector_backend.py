@@ -243,18 +243,21 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
 def _blocks_and_postings(
     memory: MemorySystem,
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Every posting as the blocks hold it, and as pgv_postings does, sorted."""
+    """Every live posting as the blocks hold it (those of chunks listed gone skipped, as
+    searches skip them), and as pgv_postings does, sorted."""
     from memory_pipeline.index.backends.pgvector.postings import RECORD
     from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
 
     with memory.store.engine.connect() as c:
+        gone = set(c.execute(sa.text("SELECT chunk_id FROM pgv_gone")).scalars())
         packed = []
         for term, space, block, blob in c.execute(
             sa.text("SELECT term, space, block, postings FROM pgv_blocks")
         ):
             for cid, tf, qlen in np.frombuffer(bytes(blob), dtype=RECORD).tolist():
                 assert cid >> BLOCK_SHIFT == block  # a posting sits in its chunk's block
-                packed.append((term, space, cid, tf, qlen))
+                if cid not in gone:
+                    packed.append((term, space, cid, tf, qlen))
         rows = c.execute(sa.text("SELECT term, space, chunk_id, tf, qlen FROM pgv_postings"))
         return sorted(packed), sorted(tuple(r) for r in rows)
 
@@ -267,12 +270,18 @@ def _skip_ids_to(memory: MemorySystem, next_id: int) -> None:
         )
 
 
+def _gone(memory: MemorySystem) -> int:
+    with memory.store.engine.connect() as c:
+        return int(c.execute(sa.text("SELECT count(*) FROM pgv_gone")).scalar_one())
+
+
 def test_the_postings_blocks_hold_exactly_the_postings_through_writes_and_a_rebuild(
     tmp_path: Path, pgvector_url: str
 ) -> None:
     """Blocks are derived: after adds into several blocks, deletes of chunks spread over
-    them (a block left empty too), a re-add and a rebuild, they hold every posting
-    once, in its chunk's block, and nothing else."""
+    them (a block left empty too: their postings stay, listed gone, until ``update``),
+    a deleted id coming back, an update and a rebuild, they hold every live posting
+    once, in its chunk's block, and nothing else; BM25 still equals rank_bm25."""
     from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
 
     memory = _memory(tmp_path, pgvector_url)
@@ -288,10 +297,20 @@ def test_the_postings_blocks_hold_exactly_the_postings_through_writes_and_a_rebu
             memory.delete_document(doc)
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows and len(rows) > 0
-        _skip_ids_to(memory, 1 << BLOCK_SHIFT)  # back into a block that holds postings
+        assert _gone(memory) > 0
+        _skip_ids_to(memory, 1 << BLOCK_SHIFT)  # a deleted chunk's id comes back
         memory.ingest_text(CORPUS_TEXTS[1], "again")
-        assert _blocks_and_postings(memory)[0] == _blocks_and_postings(memory)[1]
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        memory.update_index()  # the deleted chunks' postings leave their blocks
+        assert _gone(memory) == 0
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
+        memory.delete_document(docs[2])
         memory.rebuild_index()
+        assert _gone(memory) == 0
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows and len(rows) > 0
     finally:
@@ -309,7 +328,7 @@ def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
         for k, text in enumerate(CORPUS_TEXTS):
             memory.ingest_text(text, f"t{k}")
         with memory.store.engine.begin() as c:  # the tables as that version left them
-            c.execute(sa.text("DROP TABLE pgv_blocks"))
+            c.execute(sa.text("DROP TABLE pgv_blocks, pgv_gone"))
             c.execute(sa.text("DROP FUNCTION pgv_blocks_added, pgv_blocks_removed CASCADE"))
             c.execute(
                 sa.text(

@@ -17,8 +17,10 @@ Tables (``pgv_``), all cascading from ``chunks``:
   here equals the local backend's (``index/bm25.py``);
 * ``pgv_blocks (term, space, block, postings)``: the same postings packed per term and
   block of 1,024 chunk ids (``schema.BLOCK_SHIFT``), 16 bytes each, so that BM25 reads a
-  term's list as a few rows (``search.py``); kept equal to ``pgv_postings`` by triggers,
-  and added from the postings to an index built before it when the backend opens;
+  term's list as a few rows (``postings.py``); an add appends to its blocks, a delete
+  lists its chunks in ``pgv_gone`` (searches skip their postings) and ``update`` packs
+  their blocks anew; added from the postings to an index built before them when the
+  backend opens;
 * ``pgv_stats (space, n_docs, n_tokens)`` and ``pgv_df (space, term, df)``: collection
   statistics kept exact under adds and deletes by statement triggers in the same
   transaction (one advisory lock orders every writer, so counters never deadlock; a
@@ -41,6 +43,7 @@ import sqlalchemy as sa
 from memory_pipeline.errors import IndexUnavailableError, ModelMismatchError
 from memory_pipeline.index.backends.names import DEFAULT_EF_SEARCH
 from memory_pipeline.index.backends.pgvector.schema import (
+    BLOCK_SHIFT,
     BLOCK_TRIGGERS,
     FUNCTIONS,
     INDEX_TABLE,
@@ -106,7 +109,7 @@ class PgVectorIndex:
                 "(CREATE EXTENSION vector), or use HYBRID_RAG_INDEX_BACKEND=local"
             ) from exc
         if migrated:
-            self._analyze(("pgv_blocks",))
+            self._analyze(("pgv_blocks", "pgv_gone"))
 
     def _add_blocks(self, c: sa.Connection) -> bool:
         """An index built before the postings blocks gets them, from its postings, and
@@ -121,7 +124,8 @@ class PgVectorIndex:
             )
         ).all():
             c.execute(sa.text(f'DROP INDEX "{name}"'))
-        c.execute(sa.text(blocks_ddl("pgv_blocks")))
+        for ddl in blocks_ddl("pgv_blocks", "pgv_gone"):
+            c.execute(sa.text(ddl))
         c.execute(sa.text(fill_blocks("")))
         for ddl in triggers_ddl("", BLOCK_TRIGGERS):
             c.execute(sa.text(ddl))
@@ -220,6 +224,14 @@ class PgVectorIndex:
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
             return self.rebuild()
+        with self.engine.begin() as c:  # deleted chunks' postings out of their blocks
+            c.execute(LOCK)
+            c.execute(
+                sa.text(
+                    f"SELECT pgv_repack(array_agg(DISTINCT chunk_id >> {BLOCK_SHIFT})) "
+                    "FROM pgv_gone HAVING count(*) > 0"
+                )
+            )
         view = self.current()
         n = view.manifest.n_dense if view else 0
         return IndexUpdateResult(state.version, "noop", 0, 0, n, n, time.perf_counter() - started)

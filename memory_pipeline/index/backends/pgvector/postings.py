@@ -55,6 +55,7 @@ class Postings:
     spaces: frozenset[str] | None
     allowed: np.ndarray | None  # sorted chunk ids, or None for every chunk
     avgdl: float
+    gone: np.ndarray  # deleted chunks whose postings the blocks still hold (gone_ids)
 
     def lists(self, weights: dict[str, float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(chunk ids, scores) of each term's postings, in the order of ``weights``."""
@@ -80,6 +81,9 @@ class Postings:
             if self.allowed is not None:
                 keep = np.isin(ids, self.allowed, assume_unique=True)
                 ids, scores = ids[keep], scores[keep]
+            if len(self.gone):
+                keep = ~np.isin(ids, self.gone)
+                ids, scores = ids[keep], scores[keep]
             out.append((ids, scores))
         return out
 
@@ -103,6 +107,14 @@ class Postings:
             tf, qlen = got[:, 1].astype(np.float64), got[:, 2].astype(np.float64)
             out.append((got[:, 0], impact(w, tf, qlen, self.avgdl)))
         return out
+
+
+def gone_ids(conn: sa.Connection) -> np.ndarray:
+    """The deleted chunks whose postings are still in their blocks (``schema``)."""
+    [(packed,)] = fetch(
+        conn, "SELECT string_agg(int8send(chunk_id), ''::bytea) FROM pgv_gone", {}, binary=True
+    )
+    return np.frombuffer(packed or b"", dtype=">i8").astype(np.int64)
 
 
 def top_n(src: Postings, weights: dict[str, tuple[float, int]], n_docs: int, n: int) -> Ranked:

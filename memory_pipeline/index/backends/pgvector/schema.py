@@ -18,7 +18,15 @@ from memory_pipeline.index.tokenizer import tokenize
 
 # Every transaction that changes pgv_ rows takes this lock first (pg_advisory_xact_lock).
 LOCK_KEY = 0x6D70_7067  # "mppg"
-TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats", "pgv_blocks")
+TABLES = (
+    "pgv_postings",
+    "pgv_docs",
+    "pgv_vectors",
+    "pgv_df",
+    "pgv_stats",
+    "pgv_blocks",
+    "pgv_gone",
+)
 # pgv_blocks holds a term's postings of the chunk ids [k << BLOCK_SHIFT, (k + 1) << BLOCK_SHIFT)
 # packed in one row (block k): a term's list reads as a few rows, not a row per posting.
 BLOCK_SHIFT = 10
@@ -74,32 +82,47 @@ BEGIN
    WHERE d.space = o.space AND d.term = o.term AND d.df <= 0;
   RETURN NULL;
 END $$;
+CREATE OR REPLACE FUNCTION pgv_repack(blocks bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  -- these blocks packed anew from the postings, and their chunks no longer gone
+  DELETE FROM pgv_blocks WHERE block = ANY(blocks);
+  INSERT INTO pgv_blocks (term, space, block, postings)
+    SELECT p.term, p.space, k.block, string_agg({_PACKED_P}, ''::bytea)
+      FROM unnest(blocks) AS k(block)
+      JOIN pgv_postings p ON p.chunk_id >= k.block << {BLOCK_SHIFT}
+                         AND p.chunk_id < (k.block + 1) << {BLOCK_SHIFT}
+     GROUP BY 1, 2, 3;
+  DELETE FROM pgv_gone WHERE chunk_id >> {BLOCK_SHIFT} = ANY(blocks);
+END $$;
 CREATE OR REPLACE FUNCTION pgv_blocks_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  back bigint[];
 BEGIN
   PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  -- a chunk id deleted before is back (the store does not reuse ids, but could):
+  -- its blocks, which still hold its old postings, are packed anew
+  SELECT array_agg(DISTINCT n.chunk_id >> {BLOCK_SHIFT}) INTO back
+    FROM new_rows n JOIN pgv_gone g ON g.chunk_id = n.chunk_id;
+  IF back IS NOT NULL THEN
+    PERFORM pgv_repack(back);
+  END IF;
   -- a block is a bag of postings: new ones are appended, in any order
   INSERT INTO pgv_blocks AS b (term, space, block, postings)
     SELECT term, space, chunk_id >> {BLOCK_SHIFT}, string_agg({PACKED}, ''::bytea)
-      FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+      FROM new_rows
+     WHERE back IS NULL OR NOT (chunk_id >> {BLOCK_SHIFT} = ANY(back))
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
   ON CONFLICT (term, space, block) DO UPDATE SET postings = b.postings || EXCLUDED.postings;
   RETURN NULL;
 END $$;
 CREATE OR REPLACE FUNCTION pgv_blocks_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock({LOCK_KEY});
-  -- the blocks a delete touched, packed anew from the postings left: each block's
-  -- chunks are read once (by primary key), whatever the number of its terms touched
-  DELETE FROM pgv_blocks b
-   USING (SELECT DISTINCT term, space, chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) t
-   WHERE b.term = t.term AND b.space = t.space AND b.block = t.block;
-  INSERT INTO pgv_blocks (term, space, block, postings)
-    SELECT p.term, p.space, k.block, string_agg({_PACKED_P}, ''::bytea)
-      FROM (SELECT DISTINCT chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) k
-      JOIN pgv_postings p ON p.chunk_id >= k.block << {BLOCK_SHIFT}
-                         AND p.chunk_id < (k.block + 1) << {BLOCK_SHIFT}
-      JOIN (SELECT DISTINCT term, space, chunk_id >> {BLOCK_SHIFT} AS block FROM old_rows) t
-        ON t.term = p.term AND t.space = p.space AND t.block = k.block
-     GROUP BY 1, 2, 3;
+  -- a deleted chunk's postings stay in their blocks, skipped by searches, until the
+  -- blocks are packed anew (``update``, a rebuild): rewriting them here cost seconds
+  -- for 100 chunks, as a block holds up to 1,024 postings of a common term
+  INSERT INTO pgv_gone (chunk_id) SELECT DISTINCT chunk_id FROM old_rows
+  ON CONFLICT DO NOTHING;
   RETURN NULL;
 END $$;
 """
@@ -148,16 +171,20 @@ def tables_ddl(suffix: str, dim: int) -> list[str]:
         f"""CREATE TABLE {t["pgv_df"]} (
               space text NOT NULL, term text NOT NULL, df bigint NOT NULL,
               PRIMARY KEY (term, space))""",
-        blocks_ddl(t["pgv_blocks"]),
+        *blocks_ddl(t["pgv_blocks"], t["pgv_gone"]),
     ]
 
 
-def blocks_ddl(table: str) -> str:
+def blocks_ddl(blocks: str, gone: str) -> list[str]:
     # MAIN: a common term's block (16 bytes a posting) is compressed in its row before
-    # it is moved out of line
-    return f"""CREATE TABLE {table} (
+    # it is moved out of line. pgv_gone: the deleted chunks whose postings the blocks
+    # still hold.
+    return [
+        f"""CREATE TABLE {blocks} (
               term text NOT NULL, space text NOT NULL, block bigint NOT NULL,
-              postings bytea STORAGE MAIN NOT NULL, PRIMARY KEY (term, space, block))"""
+              postings bytea STORAGE MAIN NOT NULL, PRIMARY KEY (term, space, block))""",
+        f"CREATE TABLE {gone} (chunk_id bigint PRIMARY KEY)",
+    ]
 
 
 def fill_blocks(suffix: str) -> str:

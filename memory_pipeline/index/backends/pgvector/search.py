@@ -131,7 +131,7 @@ class PgSparse:
             if stats is None:
                 return []
             weights, avgdl = stats
-            src = postings.Postings(c, self.spaces, allowed, avgdl)
+            src = postings.Postings(c, self.spaces, allowed, avgdl, postings.gone_ids(c))
             return postings.top_n(src, weights, self._num_docs or 1, top_n)
 
     def scores_for(self, query_tokens: Sequence[str], ids: Sequence[int]) -> Ranked:
