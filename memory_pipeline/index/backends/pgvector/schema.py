@@ -184,6 +184,8 @@ def blocks_ddl(blocks: str, gone: str) -> list[str]:
               term text NOT NULL, space text NOT NULL, block bigint NOT NULL,
               postings bytea STORAGE MAIN NOT NULL, PRIMARY KEY (term, space, block))""",
         f"CREATE TABLE {gone} (chunk_id bigint PRIMARY KEY)",
+        # a block's rows, all terms (pgv_repack)
+        f"CREATE INDEX {blocks}_block ON {blocks} (block)",
     ]
 
 
