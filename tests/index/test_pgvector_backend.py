@@ -180,14 +180,17 @@ def test_a_server_without_pgvector_is_refused(tmp_path: Path, pg_url: str) -> No
         _memory(tmp_path, pg_url)
 
 
+@pytest.mark.parametrize(
+    "probe_cost", [0, 10**9], ids=["waiting-terms-probed", "waiting-terms-read"]
+)
 def test_bm25_pruned_for_common_terms_equals_the_full_sum(
-    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch, probe_cost: int
 ) -> None:
     """Queries mixing very common and rare words take the MaxScore path (a floor from
-    the rare terms' top n fully scored, then the common terms one at a time for the
-    candidates left); its top n is rank_bm25's, ties included, for every n and under
-    an id filter."""
-    from memory_pipeline.index.backends import pgvector as pgv
+    the commoner lists' n-th best sum, then the common terms that can wait, one at a
+    time, for the candidates left: probed by key, or read whole); its top n is
+    rank_bm25's, ties included, for every n and under an id filter."""
+    from memory_pipeline.index.backends.pgvector import postings
 
     rng = np.random.default_rng(7)
     vocab = [f"w{i}" for i in range(400)]
@@ -198,11 +201,15 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
     ]
     texts += texts[:150:3]  # copies: equal scores, which the floors must keep (ties by id)
     memory = _memory(tmp_path, pgvector_url)
-    pruned = []
-    real = pgv.PgSparse._pruned
-    monkeypatch.setattr(
-        pgv.PgSparse, "_pruned", lambda self, *a: pruned.append(1) or real(self, *a)
-    )
+    waited = []
+    real = postings._late
+    monkeypatch.setattr(postings, "PROBE_COST", probe_cost)
+
+    def late(src: Any, ids: Any, scores: Any, waiting: Any, *rest: Any) -> Any:
+        waited.append(waiting)
+        return real(src, ids, scores, waiting, *rest)
+
+    monkeypatch.setattr(postings, "_late", late)
     try:
         for k, text in enumerate(texts):  # one chunk each
             memory.ingest_text(text, f"z{k}")
@@ -217,6 +224,7 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             ["w2", "w399", "w150", "w0"],
             ["w3", "w120"],
             ["w0", "w1", "w2", "w3", "w4", "w5", "w300"],  # many common terms, one rare
+            ["w0", "w1", "w2"],  # common terms only
         ):
             scores = reference.get_scores(query)
             expected = [(ids[k], float(s)) for k, s in enumerate(scores) if s > 0]
@@ -227,7 +235,123 @@ def test_bm25_pruned_for_common_terms_equals_the_full_sum(
             allowed = set(ids[::7])
             got = view.sparse.search(query, 5, allowed_ids=allowed)
             assert ranking(got, 5) == ranking([e for e in expected if e[0] in allowed], 5)
-        assert pruned, "no query took the pruned path"
+        assert any(waited), "no query let a term wait"
+    finally:
+        memory.close()
+
+
+def _blocks_and_postings(
+    memory: MemorySystem,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every live posting as the blocks hold it (those of chunks listed gone skipped, as
+    searches skip them), and as pgv_postings does, sorted."""
+    from memory_pipeline.index.backends.pgvector.postings import RECORD
+    from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
+
+    with memory.store.engine.connect() as c:
+        gone = set(c.execute(sa.text("SELECT chunk_id FROM pgv_gone")).scalars())
+        packed = []
+        for term, space, block, blob in c.execute(
+            sa.text("SELECT term, space, block, postings FROM pgv_blocks")
+        ):
+            for cid, tf, qlen in np.frombuffer(bytes(blob), dtype=RECORD).tolist():
+                assert cid >> BLOCK_SHIFT == block  # a posting sits in its chunk's block
+                if cid not in gone:
+                    packed.append((term, space, cid, tf, qlen))
+        rows = c.execute(sa.text("SELECT term, space, chunk_id, tf, qlen FROM pgv_postings"))
+        return sorted(packed), sorted(tuple(r) for r in rows)
+
+
+def _skip_ids_to(memory: MemorySystem, next_id: int) -> None:
+    """The next chunk gets ``next_id``: later chunks land in another block."""
+    with memory.store.engine.begin() as c:
+        c.execute(
+            sa.text("SELECT setval(pg_get_serial_sequence('chunks', 'id'), :n)"), {"n": next_id - 1}
+        )
+
+
+def _gone(memory: MemorySystem) -> int:
+    with memory.store.engine.connect() as c:
+        return int(c.execute(sa.text("SELECT count(*) FROM pgv_gone")).scalar_one())
+
+
+def test_the_postings_blocks_hold_exactly_the_postings_through_writes_and_a_rebuild(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """Blocks are derived: after adds into several blocks, deletes of chunks spread over
+    them (a block left empty too: their postings stay, listed gone, until ``update``),
+    a deleted id coming back, an update and a rebuild, they hold every live posting
+    once, in its chunk's block, and nothing else; BM25 still equals rank_bm25."""
+    from memory_pipeline.index.backends.pgvector.schema import BLOCK_SHIFT
+
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        docs = []
+        for k, text in enumerate(CORPUS_TEXTS):
+            if k % 3 == 0:
+                _skip_ids_to(memory, (k // 3 + 1) << BLOCK_SHIFT)
+            docs.append(memory.ingest_text(text, f"t{k}").doc_id)
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len({r[2] >> BLOCK_SHIFT for r in rows}) > 2
+        for doc in docs[1::2] + docs[:1]:
+            memory.delete_document(doc)
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+        assert _gone(memory) > 0
+        _skip_ids_to(memory, 1 << BLOCK_SHIFT)  # a deleted chunk's id comes back
+        memory.ingest_text(CORPUS_TEXTS[1], "again")
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        memory.update_index()  # the deleted chunks' postings leave their blocks
+        assert _gone(memory) == 0
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
+        memory.delete_document(docs[2])
+        memory.rebuild_index()
+        assert _gone(memory) == 0
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+    finally:
+        memory.close()
+
+
+def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """A memory indexed by the version without ``pgv_blocks`` is searchable as before
+    once opened: the blocks are packed from its postings (the postings' term index,
+    which they replace, dropped), and kept from then on."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        for k, text in enumerate(CORPUS_TEXTS):
+            memory.ingest_text(text, f"t{k}")
+        with memory.store.engine.begin() as c:  # the tables as that version left them
+            c.execute(sa.text("DROP TABLE pgv_blocks, pgv_gone"))
+            c.execute(sa.text("DROP FUNCTION pgv_blocks_added, pgv_blocks_removed CASCADE"))
+            c.execute(
+                sa.text(
+                    "CREATE INDEX pgv_postings_term_v1 ON pgv_postings (term) "
+                    "INCLUDE (chunk_id, space, tf, qlen)"
+                )
+            )
+    finally:
+        memory.close()
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows and len(rows) > 0
+        with memory.store.engine.connect() as c:  # the term index the blocks replace is gone
+            names = c.execute(
+                sa.text("SELECT indexname FROM pg_indexes WHERE tablename = 'pgv_postings'")
+            ).scalars()
+            assert not [n for n in names if n.startswith("pgv_postings_term")]
+        memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
+        packed, rows = _blocks_and_postings(memory)
+        assert packed == rows
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
     finally:
         memory.close()
 
@@ -243,9 +367,12 @@ def test_a_view_reads_a_query_statistics_once(
             memory.ingest_text(text, f"t{k}")
         reads = []
         collection = PgSparse._collection
-        monkeypatch.setattr(
-            PgSparse, "_collection", lambda self, *a: reads.append(1) or collection(self, *a)
-        )
+
+        def counted(self: PgSparse, *a: Any) -> Any:
+            reads.append(1)
+            return collection(self, *a)
+
+        monkeypatch.setattr(PgSparse, "_collection", counted)
         query = dedupe(tokenize("BM25 keyword search"))
         view = memory.published()
         assert view is not None

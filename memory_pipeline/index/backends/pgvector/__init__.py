@@ -15,6 +15,12 @@ Tables (``pgv_``), all cascading from ``chunks``:
   tf, qlen)``: the project's own tokens (``index/tokenizer.py``), so Japanese works as
   it does locally; ``qlen`` is the document length as tantivy stores it, so a score
   here equals the local backend's (``index/bm25.py``);
+* ``pgv_blocks (term, space, block, postings)``: the same postings packed per term and
+  block of 1,024 chunk ids (``schema.BLOCK_SHIFT``), 16 bytes each, so that BM25 reads a
+  term's list as a few rows (``postings.py``); an add appends to its blocks, a delete
+  lists its chunks in ``pgv_gone`` (searches skip their postings) and ``update`` packs
+  their blocks anew; added from the postings to an index built before them when the
+  backend opens;
 * ``pgv_stats (space, n_docs, n_tokens)`` and ``pgv_df (space, term, df)``: collection
   statistics kept exact under adds and deletes by statement triggers in the same
   transaction (one advisory lock orders every writer, so counters never deadlock; a
@@ -37,15 +43,21 @@ import sqlalchemy as sa
 from memory_pipeline.errors import IndexUnavailableError, ModelMismatchError
 from memory_pipeline.index.backends.names import DEFAULT_EF_SEARCH
 from memory_pipeline.index.backends.pgvector.schema import (
+    BLOCK_SHIFT,
+    BLOCK_TRIGGERS,
     FUNCTIONS,
     INDEX_TABLE,
     LOCK,
     LOCK_KEY,
     SWAP,
     TABLES,
+    blocks_ddl,
+    fill_blocks,
+    has_table,
     indexes_ddl,
     insert_rows,
     read_state,
+    read_state_and_counts,
     reading,
     tables_ddl,
     triggers_ddl,
@@ -78,6 +90,7 @@ class PgVectorIndex:
         self.engine = store.engine
         self.model_id = model_id
         self.ef_search = ef_search
+        self._seen = False  # pgv_index exists (rebuilds keep it: it is never dropped)
         self._check_extension()
         store.index_hook = self
 
@@ -88,12 +101,35 @@ class PgVectorIndex:
                 c.execute(LOCK)
                 c.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
                 c.execute(sa.text(FUNCTIONS))
+                migrated = self._add_blocks(c)
         except sa.exc.DBAPIError as exc:
             raise IndexUnavailableError(
                 f"the PostgreSQL at {url} cannot serve the pgvector backend: "
                 f"{str(exc.orig).strip().splitlines()[0]}; install pgvector on that server "
                 "(CREATE EXTENSION vector), or use HYBRID_RAG_INDEX_BACKEND=local"
             ) from exc
+        if migrated:
+            self._analyze(("pgv_blocks", "pgv_gone"))
+
+    def _add_blocks(self, c: sa.Connection) -> bool:
+        """An index built before the postings blocks gets them, from its postings, and
+        loses the postings' term index, which they replace."""
+        if read_state(c) is None or has_table(c, "pgv_blocks"):
+            return False
+        c.execute(SWAP)  # the searches under way end first (schema.reading)
+        for (name,) in c.execute(
+            sa.text(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND "
+                "tablename = 'pgv_postings' AND indexname LIKE 'pgv_postings_term_%'"
+            )
+        ).all():
+            c.execute(sa.text(f'DROP INDEX "{name}"'))
+        for ddl in blocks_ddl("pgv_blocks", "pgv_gone"):
+            c.execute(sa.text(ddl))
+        c.execute(sa.text(fill_blocks("")))
+        for ddl in triggers_ddl("", BLOCK_TRIGGERS):
+            c.execute(sa.text(ddl))
+        return True
 
     # ------------------------------------------------------------- the hook
     def lock(self, conn: sa.Connection) -> None:
@@ -156,7 +192,8 @@ class PgVectorIndex:
     # ------------------------------------------------------------ the source
     def current(self) -> PgView | None:
         with reading(self.engine) as c:
-            state = read_state(c)
+            state, by_space = read_state_and_counts(c, seen=self._seen)
+            self._seen = state is not None  # a round trip less for the next view
             if state is None:
                 if Reads(c).has_chunks():
                     raise IndexUnavailableError(
@@ -165,10 +202,6 @@ class PgVectorIndex:
                         "(it fills the index from the stored vectors)"
                     )
                 return None
-            by_space = {
-                str(space): int(n)
-                for space, n in c.execute(sa.text("SELECT space, n_docs FROM pgv_stats"))
-            }
         n = sum(by_space.values())
         indexed = IndexState(
             state.model_id, state.dim, state.version, state.kind, state.created_at.isoformat()
@@ -191,6 +224,14 @@ class PgVectorIndex:
                     f"{self.model_id!r}; run rebuild-index once vectors of the new model are stored"
                 )
             return self.rebuild()
+        with self.engine.begin() as c:  # deleted chunks' postings out of their blocks
+            c.execute(LOCK)
+            c.execute(
+                sa.text(
+                    f"SELECT pgv_repack(array_agg(DISTINCT chunk_id >> {BLOCK_SHIFT})) "
+                    "FROM pgv_gone HAVING count(*) > 0"
+                )
+            )
         view = self.current()
         n = view.manifest.n_dense if view else 0
         return IndexUpdateResult(state.version, "noop", 0, 0, n, n, time.perf_counter() - started)
@@ -248,6 +289,7 @@ class PgVectorIndex:
                     f"FROM pgv_postings{suffix} GROUP BY space, term"
                 )
             )
+            c.execute(sa.text(fill_blocks(suffix)))
             for ddl in indexes_ddl(suffix, f"v{version}") + triggers_ddl(suffix):
                 c.execute(sa.text(ddl))
             c.execute(SWAP)  # the searches under way end first (schema.reading)
@@ -272,8 +314,8 @@ class PgVectorIndex:
         )
         return IndexUpdateResult(version, "rebuild", n, 0, n, n, time.perf_counter() - started)
 
-    def _analyze(self) -> None:
+    def _analyze(self, tables: Sequence[str] = TABLES) -> None:
         """Fresh planner statistics and visibility map (index-only scans) after a rebuild."""
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-            for table in TABLES:
+            for table in tables:
                 c.execute(sa.text(f"VACUUM ANALYZE {table}"))

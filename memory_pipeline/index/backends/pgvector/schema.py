@@ -18,7 +18,21 @@ from memory_pipeline.index.tokenizer import tokenize
 
 # Every transaction that changes pgv_ rows takes this lock first (pg_advisory_xact_lock).
 LOCK_KEY = 0x6D70_7067  # "mppg"
-TABLES = ("pgv_postings", "pgv_docs", "pgv_vectors", "pgv_df", "pgv_stats")
+TABLES = (
+    "pgv_postings",
+    "pgv_docs",
+    "pgv_vectors",
+    "pgv_df",
+    "pgv_stats",
+    "pgv_blocks",
+    "pgv_gone",
+)
+# pgv_blocks holds a term's postings of the chunk ids [k << BLOCK_SHIFT, (k + 1) << BLOCK_SHIFT)
+# packed in one row (block k): a term's list reads as a few rows, not a row per posting.
+BLOCK_SHIFT = 10
+# One posting in a block: chunk id int8, tf int4, qlen int4, big-endian (int8send, int4send).
+PACKED = "int8send(chunk_id) || int4send(tf) || int4send(qlen)"
+_PACKED_P = "int8send(p.chunk_id) || int4send(p.tf) || int4send(p.qlen)"
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
 # Every transaction that reads the live pgv_ tables holds this one shared, and a rebuild
@@ -68,12 +82,56 @@ BEGIN
    WHERE d.space = o.space AND d.term = o.term AND d.df <= 0;
   RETURN NULL;
 END $$;
+CREATE OR REPLACE FUNCTION pgv_repack(blocks bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  -- these blocks packed anew from the postings, and their chunks no longer gone
+  DELETE FROM pgv_blocks WHERE block = ANY(blocks);
+  INSERT INTO pgv_blocks (term, space, block, postings)
+    SELECT p.term, p.space, k.block, string_agg({_PACKED_P}, ''::bytea)
+      FROM unnest(blocks) AS k(block)
+      JOIN pgv_postings p ON p.chunk_id >= k.block << {BLOCK_SHIFT}
+                         AND p.chunk_id < (k.block + 1) << {BLOCK_SHIFT}
+     GROUP BY 1, 2, 3;
+  DELETE FROM pgv_gone WHERE chunk_id >> {BLOCK_SHIFT} = ANY(blocks);
+END $$;
+CREATE OR REPLACE FUNCTION pgv_blocks_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  back bigint[];
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  -- a chunk id deleted before is back (the store does not reuse ids, but could):
+  -- its blocks, which still hold its old postings, are packed anew
+  SELECT array_agg(DISTINCT n.chunk_id >> {BLOCK_SHIFT}) INTO back
+    FROM new_rows n JOIN pgv_gone g ON g.chunk_id = n.chunk_id;
+  IF back IS NOT NULL THEN
+    PERFORM pgv_repack(back);
+  END IF;
+  -- a block is a bag of postings: new ones are appended, in any order
+  INSERT INTO pgv_blocks AS b (term, space, block, postings)
+    SELECT term, space, chunk_id >> {BLOCK_SHIFT}, string_agg({PACKED}, ''::bytea)
+      FROM new_rows
+     WHERE back IS NULL OR NOT (chunk_id >> {BLOCK_SHIFT} = ANY(back))
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+  ON CONFLICT (term, space, block) DO UPDATE SET postings = b.postings || EXCLUDED.postings;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION pgv_blocks_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({LOCK_KEY});
+  -- a deleted chunk's postings stay in their blocks, skipped by searches, until the
+  -- blocks are packed anew (``update``, a rebuild): rewriting them here cost seconds
+  -- for 100 chunks, as a block holds up to 1,024 postings of a common term
+  INSERT INTO pgv_gone (chunk_id) SELECT DISTINCT chunk_id FROM old_rows
+  ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END $$;
 """
 
 
 @contextmanager
-def reading(engine: Engine) -> Iterator[sa.Connection]:
-    """A connection whose transaction reads the live tables, the swap lock held shared.
+def reading(engine: Engine, settings: dict[str, str] | None = None) -> Iterator[sa.Connection]:
+    """A connection whose transaction reads the live tables, the swap lock held shared
+    (and ``settings`` made for the transaction, in the same statement: a round trip less).
 
     A BM25 search reads the statistics, then the postings, in one transaction. Were the
     tables dropped one by one under it, the rebuild could hold the postings and wait for
@@ -83,7 +141,14 @@ def reading(engine: Engine) -> Iterator[sa.Connection]:
     meanwhile waits for the swap, holding nothing the rebuild needs.
     """
     with engine.connect() as c:
-        c.execute(READ)
+        if settings:
+            names = list(settings)
+            made = ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(len(names)))
+            params = {f"k{i}": k for i, k in enumerate(names)}
+            params.update({f"v{i}": settings[k] for i, k in enumerate(names)})
+            c.execute(sa.text(f"SELECT pg_advisory_xact_lock_shared({SWAP_KEY}), {made}"), params)
+        else:
+            c.execute(READ)
         yield c
 
 
@@ -106,30 +171,61 @@ def tables_ddl(suffix: str, dim: int) -> list[str]:
         f"""CREATE TABLE {t["pgv_df"]} (
               space text NOT NULL, term text NOT NULL, df bigint NOT NULL,
               PRIMARY KEY (term, space))""",
+        *blocks_ddl(t["pgv_blocks"], t["pgv_gone"]),
     ]
 
 
-def indexes_ddl(suffix: str, tag: str) -> list[str]:
+def blocks_ddl(blocks: str, gone: str) -> list[str]:
+    # MAIN: a common term's block (16 bytes a posting) is compressed in its row before
+    # it is moved out of line. pgv_gone: the deleted chunks whose postings the blocks
+    # still hold.
     return [
-        f"CREATE INDEX pgv_postings_term_{tag} ON pgv_postings{suffix} (term) "
-        "INCLUDE (chunk_id, space, tf, qlen)",
+        f"""CREATE TABLE {blocks} (
+              term text NOT NULL, space text NOT NULL, block bigint NOT NULL,
+              postings bytea STORAGE MAIN NOT NULL, PRIMARY KEY (term, space, block))""",
+        f"CREATE TABLE {gone} (chunk_id bigint PRIMARY KEY)",
+        # a block's rows, all terms (pgv_repack)
+        f"CREATE INDEX {blocks}_block ON {blocks} (block)",
+    ]
+
+
+def fill_blocks(suffix: str) -> str:
+    """Every block of a set of tables, from its postings (a rebuild, a migration)."""
+    return (
+        f"INSERT INTO pgv_blocks{suffix} (term, space, block, postings) "
+        f"SELECT term, space, chunk_id >> {BLOCK_SHIFT}, string_agg({PACKED}, ''::bytea) "
+        f"FROM pgv_postings{suffix} GROUP BY 1, 2, 3"
+    )
+
+
+def indexes_ddl(suffix: str, tag: str) -> list[str]:
+    # No index on pgv_postings (term): a term's list is read from pgv_blocks, and a
+    # posting is found by its key (chunk_id, term).
+    return [
         f"CREATE INDEX pgv_vectors_hnsw_{tag} ON pgv_vectors{suffix} "
         "USING hnsw (embedding vector_ip_ops)",
     ]
 
 
-def triggers_ddl(suffix: str) -> list[str]:
+_TRIGGERS = (
+    ("pgv_docs", "INSERT", "pgv_docs_added"),
+    ("pgv_docs", "DELETE", "pgv_docs_removed"),
+    ("pgv_postings", "INSERT", "pgv_postings_added"),
+    ("pgv_postings", "DELETE", "pgv_postings_removed"),
+)
+BLOCK_TRIGGERS = (
+    ("pgv_postings", "INSERT", "pgv_blocks_added"),
+    ("pgv_postings", "DELETE", "pgv_blocks_removed"),
+)
+
+
+def triggers_ddl(suffix: str, triggers: Sequence[tuple[str, str, str]] = ()) -> list[str]:
     out = []
-    for table, event, name in (
-        ("pgv_docs", "INSERT", "added"),
-        ("pgv_docs", "DELETE", "removed"),
-        ("pgv_postings", "INSERT", "added"),
-        ("pgv_postings", "DELETE", "removed"),
-    ):
+    for table, event, function in triggers or _TRIGGERS + BLOCK_TRIGGERS:
         ref = "NEW TABLE AS new_rows" if event == "INSERT" else "OLD TABLE AS old_rows"
         out.append(
-            f"CREATE TRIGGER {table}_{name} AFTER {event} ON {table}{suffix} "
-            f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {table}_{name}()"
+            f"CREATE TRIGGER {function} AFTER {event} ON {table}{suffix} "
+            f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
         )
     return out
 
@@ -151,19 +247,36 @@ class State:
 # Read from pg_class in the statement's snapshot: to_regclass answers from a cache that
 # a transaction which waited for the lock may not have refreshed, and then misses the
 # table another writer created meanwhile.
-_HAS_INDEX_TABLE = sa.text(
+_HAS_TABLE = sa.text(
     "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.relname = 'pgv_index' AND n.nspname = current_schema())"
+    "WHERE c.relname = :name AND n.nspname = current_schema())"
 )
 
 
+def has_table(c: sa.Connection, name: str) -> bool:
+    return bool(c.execute(_HAS_TABLE, {"name": name}).scalar())
+
+
 def read_state(c: sa.Connection) -> State | None:
-    if not c.execute(_HAS_INDEX_TABLE).scalar():
-        return None
+    return read_state_and_counts(c)[0]
+
+
+def read_state_and_counts(
+    c: sa.Connection, *, seen: bool = False
+) -> tuple[State | None, dict[str, int]]:
+    """The index's state and its chunks per space, in one statement once the index exists
+    (``seen``: pgv_index was there before, and nothing drops it)."""
+    if not seen and not has_table(c, "pgv_index"):
+        return None, {}
     row = c.execute(
-        sa.text("SELECT model_id, dim, version, kind, created_at FROM pgv_index WHERE id = 1")
+        sa.text(
+            "SELECT model_id, dim, version, kind, created_at, (SELECT coalesce(json_object_agg("
+            "space, n_docs), '{}') FROM pgv_stats) FROM pgv_index WHERE id = 1"
+        )
     ).first()
-    return State(*row) if row else None
+    if row is None:
+        return None, {}
+    return State(*row[:5]), {str(k): int(v) for k, v in row[5].items()}
 
 
 def insert_rows(c: sa.Connection, suffix: str, rows: Sequence[Any]) -> None:
