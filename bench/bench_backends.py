@@ -18,9 +18,12 @@ what each backend occupies:
   its index (chunks, texts, vectors): the SQLite file with its WAL; for pgvector,
   ``pg_database_size`` less its index tables (the store lives in the same database).
 * ``RSS +``: resident memory this process gained from just before the backend's store
-  was filled to just after its build (``VmRSS`` of ``/proc/self/status``, after a
-  ``gc.collect()`` and ``malloc_trim(0)`` each time), i.e. the backend's index as held
-  open for searching plus its store's connection caches. Backends are measured one
+  was filled to just after its build and one search (which loads what a backend loads
+  lazily) (``VmRSS`` of ``/proc/self/status``, after a ``gc.collect()`` and
+  ``malloc_trim(0)`` each time), i.e. the backend's index as held open for searching
+  plus its store's connection caches. Pages of memory-mapped index files count once
+  touched; the searches that follow touch more, so the process's RSS at the end is
+  printed too. Backends are measured one
   after the other in one process and stay open, so each figure is on top of the ones
   before it (process total: ``RSS`` in the progress lines).
 * ``server``: for pgvector only, the proportional set size (``Pss`` of
@@ -56,6 +59,7 @@ from memory_pipeline.store.changes import Reads
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
 
+WARM = SearchRequest(top_k=10, top_n=50, record_access=False, use_reranker=False)
 ALL = ("local-flat", "local-hnsw", "pgvector", "qdrant", "qdrant-local", "chroma")
 # qdrant runs on Qdrant Edge (the default without a server); qdrant-local on qdrant-client's
 # pure-Python local mode, which scores sparse vectors point by point: it gets --slow-queries.
@@ -350,6 +354,7 @@ def main() -> None:
             with Heartbeat(kind, build_probe(kind, counter, len(texts), pg_uri)):
                 system.rebuild_index()
             built = time.perf_counter() - started
+            system.searcher.search(qs[0], None, WARM, query_vector=qv[0])  # loads its view
             disk, store_disk = index_disk(kind, root, url)
             r = results[kind] = {
                 "store_s": stored,
@@ -458,7 +463,7 @@ def main() -> None:
     print(
         "targets: local hnsw p50 <= 5 ms with recall@10 >= 0.95; pgvector hybrid p50 <= 30 ms; "
         f"every filtered top-10 = exact. load after: {os.getloadavg()}; peak RSS of this "
-        f"process {human(peak_rss())}"
+        f"process {human(peak_rss())}, at the end {human(settled_rss())}"
     )
 
 
