@@ -240,19 +240,20 @@ def build_probe(
     def pg() -> tuple[str, float | None]:
         with engine.connect() as c:
             row = c.execute(
-                sa.text(
-                    "SELECT i.relname, p.phase, p.blocks_done, p.blocks_total, p.tuples_done, "
-                    "p.tuples_total FROM pg_stat_progress_create_index p "
-                    "JOIN pg_class i ON i.oid = p.index_relid"
+                sa.text(  # index_relid is the bench database's: its name is not readable here
+                    "SELECT p.index_relid, p.phase, p.blocks_done, p.blocks_total, p.tuples_done, "
+                    "p.tuples_total FROM pg_stat_progress_create_index p"
                 )
             ).first()
         if row is None:
             said, fraction = read()
+            if fraction is not None and fraction >= 1:  # copied: BM25 statistics, VACUUM
+                return f"{said}; the BM25 statistics, or VACUUM ANALYZE", None
             return f"{said} (copied into the index tables)", fraction
         name, phase, bd, bt, td, tt = row
         fraction = td / tt if tt else (bd / bt if bt else None)
         done = f"tuples {td:,}/{tt:,}" if tt else f"blocks {bd:,}/{bt:,}"
-        return f"CREATE INDEX {name}: {phase}, {done}", fraction or None
+        return f"CREATE INDEX (relation {name}): {phase}, {done}", fraction or None
 
     return pg
 
