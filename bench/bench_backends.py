@@ -227,6 +227,8 @@ def build_probe(
 
     def read() -> tuple[str, float | None]:
         n = counter.n - start
+        if n >= total:  # then the engine indexes (Qdrant Edge's optimiser holds the GIL)
+            return f"all {n:,} chunks read from the store and written; indexing", None
         return f"{n:,}/{total:,} chunks read from the store", n / total if n else None
 
     if kind.startswith("local"):
@@ -247,7 +249,7 @@ def build_probe(
             ).first()
         if row is None:
             said, fraction = read()
-            if fraction is not None and fraction >= 1:  # copied: BM25 statistics, VACUUM
+            if fraction is None and counter.n > start:  # copied: BM25 statistics, VACUUM
                 return f"{said}; the BM25 statistics, or VACUUM ANALYZE", None
             return f"{said} (copied into the index tables)", fraction
         name, phase, bd, bt, td, tt = row
