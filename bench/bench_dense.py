@@ -18,7 +18,9 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -75,21 +77,60 @@ def real_chunks() -> tuple[str, list[str], np.ndarray]:
     return model_id, texts, vectors
 
 
-def grown(texts: list[str], vectors: np.ndarray, n: int) -> tuple[list[str], np.ndarray]:
-    """``n`` chunks: the real ones, then copies with noise (and a marker token)."""
+class GrownTexts(Sequence[str]):
+    """``n`` texts: the real ones, then copies of them with a marker token (``copy<k>``),
+    made on demand instead of held (a million chunks' texts would take a GB)."""
+
+    def __init__(self, texts: list[str], n: int):
+        self.texts, self.n = texts, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _one(self, i: int) -> str:
+        copy, j = divmod(i, len(self.texts))
+        return self.texts[j] if copy == 0 else f"{self.texts[j]} copy{copy}"
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._one(k) for k in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self._one(i % self.n)
+
+
+def grown(texts: list[str], vectors: np.ndarray, n: int) -> tuple[GrownTexts, np.ndarray]:
+    """``n`` chunks: the real ones, then copies with noise (and a marker token). The
+    vectors are written into one array (no second copy of them at any time)."""
     rng = np.random.default_rng(0)
-    out_t, out_v = list(texts[:n]), [vectors[:n]]
-    copy = 1
-    while len(out_t) < n:
-        take = min(len(texts), n - len(out_t))
-        out_t += [f"{t} copy{copy}" for t in texts[:take]]
-        noisy = vectors[:take] + rng.normal(0, 0.02, (take, vectors.shape[1])).astype(np.float32)
-        out_v.append(noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
-        copy += 1
-    return out_t, np.concatenate(out_v)[:n].astype(np.float32)
+    out = np.empty((n, vectors.shape[1]), dtype=np.float32)
+    done = min(n, len(vectors))
+    out[:done] = vectors[:done]
+    while done < n:
+        take = min(len(vectors), n - done)
+        part = out[done : done + take]
+        part[:] = rng.normal(0, 0.02, (take, vectors.shape[1])).astype(np.float32)
+        part += vectors[:take]
+        part /= np.linalg.norm(part, axis=1, keepdims=True)
+        done += take
+    return GrownTexts(texts, n), out
 
 
-def fill(system: MemorySystem, texts: list[str], vectors: np.ndarray, prefix: str) -> None:
+def fill(
+    system: MemorySystem,
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    prefix: str,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Store ``texts`` with their ``vectors``, ``CHUNKS_PER_DOC`` chunks a document;
+    ``progress`` is told the chunks stored so far after each document."""
     for start in range(0, len(texts), CHUNKS_PER_DOC):
         part = texts[start : start + CHUNKS_PER_DOC]
         doc = DocumentInfo(
@@ -98,6 +139,8 @@ def fill(system: MemorySystem, texts: list[str], vectors: np.ndarray, prefix: st
         )  # fmt: skip
         chunks = [NewChunk(i, t, len(t.split())) for i, t in enumerate(part)]
         system.store.add_document(doc, chunks, vectors[start : start + len(part)], system.model_id)
+        if progress is not None:
+            progress(start + len(part))
 
 
 def queries(model_id: str, n: int) -> tuple[list[str], np.ndarray]:
@@ -139,8 +182,8 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
-    model_id, texts, vectors = real_chunks()
-    texts, vectors = grown(texts, vectors, args.chunks)
+    model_id, real, vectors = real_chunks()
+    texts, vectors = grown(real, vectors, args.chunks)
     qs, qv = queries(model_id, args.queries)
     print(f"{len(texts)} chunks ({model_id}), {len(qs)} SciFact queries")
     results: dict[str, dict[str, float]] = {}
