@@ -70,32 +70,28 @@ EVERY = 30.0  # seconds between progress lines
 GIB = 1024**3
 
 
-def rss_bytes(pid: int | str = "self") -> int:
-    """``VmRSS`` of a process (0 if it is gone)."""
+def proc_field(path: str, field: str) -> int:
+    """A ``kB`` field of a /proc file (``VmRSS`` of ``/proc/self/status``), in bytes; 0 if
+    the process is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    return proc_field(f"/proc/{pid}/status", "VmRSS")
 
 
 def peak_rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return proc_field("/proc/self/status", "VmHWM")
 
 
 def pss_bytes(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return proc_field(f"/proc/{pid}/smaps_rollup", "Pss")
 
 
 def settled_rss() -> int:
