@@ -525,3 +525,50 @@ def test_a_rebuild_raises_the_build_memory_and_never_lowers_it(
     memory.rebuild_index()
     memory.close()
     assert seen and set(seen) == {during}
+
+
+def test_a_search_reads_the_dense_side_beside_the_bm25_side_with_the_same_result(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgvector's reads wait on the server, so a search reads the dense side on another
+    thread while it reads BM25 (and completes both sides' scores the same way); the
+    hits and every score are those of reading them one after the other."""
+    from memory_pipeline.index.backends.pgvector.search import PgView
+    from memory_pipeline.search.params import SearchRequest
+
+    memory = _memory(tmp_path, pgvector_url)
+    for k, text in enumerate(CORPUS_TEXTS):
+        memory.ingest_text(text, f"t{k}")
+    memory.update_index()
+    request = SearchRequest(top_k=5, top_n=8, record_access=False, use_reranker=False)
+    threads: dict[str, set[str]] = {"dense": set(), "scores_for": set()}
+    search, scores_for = PgDense.search, PgDense.scores_for
+
+    def spy_search(self: PgDense, *a: Any, **k: Any) -> Any:
+        threads["dense"].add(threading.current_thread().name)
+        return search(self, *a, **k)
+
+    def spy_scores(self: PgDense, *a: Any, **k: Any) -> Any:
+        threads["scores_for"].add(threading.current_thread().name)
+        return scores_for(self, *a, **k)
+
+    monkeypatch.setattr(PgDense, "search", spy_search)
+    monkeypatch.setattr(PgDense, "scores_for", spy_scores)
+
+    def results() -> list[list[tuple[int, float, dict[str, float | int | None]]]]:
+        out = []
+        for text in QUERIES:
+            hits = memory.searcher.search(text, None, request).hits
+            out.append([(h.chunk_id, h.score, h.stage_scores) for h in hits])
+        return out
+
+    together = results()
+    me = threading.current_thread().name
+    assert threads["dense"] and me not in threads["dense"]
+    assert threads["scores_for"] and me not in threads["scores_for"]
+    monkeypatch.setattr(PgView, "overlap_reads", False)
+    threads["dense"].clear()
+    apart = results()
+    memory.close()
+    assert threads["dense"] == {me}
+    assert together == apart and any(together)
