@@ -64,11 +64,7 @@ class SparseIndex(Protocol):
 
 class IndexView(Protocol):
     """What a search reads: one published version of the local index, or the live
-    state of an index that lives in a database or a service.
-
-    A view whose reads wait on a server may say so with a class attribute
-    ``overlap_reads = True``: a search then reads its dense and BM25 sides at the same
-    time (``search.retrieval``), so it must take calls from two threads at once."""
+    state of an index that lives in a database or a service."""
 
     @property
     def manifest(self) -> Manifest:

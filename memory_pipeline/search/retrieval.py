@@ -8,7 +8,6 @@ the index returns that are no longer live in the store are dropped and counted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -34,28 +33,20 @@ class Retriever:
         p, version = run.params, run.version
         if version is not None:
             held = version.manifest.n_dense
-
-            def dense() -> Ranked:
-                with run.timer.stage("dense"):
-                    return _within(
-                        lambda n, ids: version.dense.search(run.qvec, n, allowed=ids),
-                        run.allowed,
-                        p.top_n,
-                        held,
-                    )
-
-            def sparse() -> Ranked:
-                with run.timer.stage("sparse"):
-                    return _within(
-                        lambda n, ids: version.sparse.search(
-                            run.tokens, n, allowed_ids=_as_set(ids)
-                        ),
-                        run.allowed,
-                        p.top_n,
-                        version.sparse.num_docs,
-                    )
-
-            run.dense, run.sparse = _both(version, dense, sparse)
+            with run.timer.stage("dense"):
+                run.dense = _within(
+                    lambda n, ids: version.dense.search(run.qvec, n, allowed=ids),
+                    run.allowed,
+                    p.top_n,
+                    held,
+                )
+            with run.timer.stage("sparse"):
+                run.sparse = _within(
+                    lambda n, ids: version.sparse.search(run.tokens, n, allowed_ids=_as_set(ids)),
+                    run.allowed,
+                    p.top_n,
+                    version.sparse.num_docs,
+                )
         with run.timer.stage("unindexed"):
             extra_dense, extra_sparse, n_extra = self._unindexed(
                 version, run.queued, run.qvec, run.tokens, run.allowed
@@ -89,33 +80,26 @@ class Retriever:
         """
         in_dense = {cid for cid, _ in run.dense}
         in_sparse = {cid for cid, _ in run.sparse}
-
-        def dense() -> Ranked:
-            out = list(run.dense)
-            with run.timer.stage("complete_dense"):
-                missing = np.asarray(sorted(in_sparse - in_dense), dtype=np.int64)
-                if len(missing) and run.version is not None:
-                    # Exact inner products of just these ids from the published segments.
-                    found, missing = run.version.dense.scores_for(run.qvec, missing)
-                    out += found
-                queued = [cid for cid in missing.tolist() if cid in run.unindexed_dense]
-                out += [(cid, run.unindexed_dense[cid]) for cid in queued]  # scored already
-                missing = np.setdiff1d(missing, queued)
-                if len(missing):  # in an IVF segment: from the store
-                    ids, vecs = self.store.vectors_for(missing.tolist(), self.embedder.model_id)
-                    if len(ids):
-                        out += zip(ids.tolist(), (vecs @ run.qvec).tolist(), strict=True)
-            return out
-
-        def sparse() -> Ranked:
-            with run.timer.stage("complete_sparse"):
-                return list(run.sparse) + self._sparse_scores(run, sorted(in_dense - in_sparse))
-
-        dense_all, sparse_all = _both(run.version, dense, sparse)
+        dense, sparse = list(run.dense), list(run.sparse)
+        with run.timer.stage("complete_dense"):
+            missing = np.asarray(sorted(in_sparse - in_dense), dtype=np.int64)
+            if len(missing) and run.version is not None:
+                # Exact inner products of just these ids from the published segments.
+                found, missing = run.version.dense.scores_for(run.qvec, missing)
+                dense += found
+            queued = [cid for cid in missing.tolist() if cid in run.unindexed_dense]
+            dense += [(cid, run.unindexed_dense[cid]) for cid in queued]  # scored already
+            missing = np.setdiff1d(missing, queued)
+            if len(missing):  # in an IVF segment: from the store
+                ids, vecs = self.store.vectors_for(missing.tolist(), self.embedder.model_id)
+                if len(ids):
+                    dense += zip(ids.tolist(), (vecs @ run.qvec).tolist(), strict=True)
+        with run.timer.stage("complete_sparse"):
+            sparse += self._sparse_scores(run, sorted(in_dense - in_sparse))
         # Best first, so a list position is a rank (fusion breaks ties by best rank).
-        dense_all.sort(key=lambda p: (-p[1], p[0]))
-        sparse_all.sort(key=lambda p: (-p[1], p[0]))
-        return dense_all, sparse_all
+        dense.sort(key=lambda p: (-p[1], p[0]))
+        sparse.sort(key=lambda p: (-p[1], p[0]))
+        return dense, sparse
 
     def _sparse_scores(self, run: Run, ids: list[int]) -> Ranked:
         """BM25 scores of the given chunks (0 for those sharing no term with the query)."""
@@ -177,26 +161,6 @@ class Retriever:
                 seen_text.add(key)
                 out[cid] = rec
         return out
-
-
-# Reads of an index that answers from a server (``IndexView.overlap_reads``): the dense
-# side runs here while the calling thread reads the BM25 side.
-_BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-reads")
-
-
-def _both(
-    version: IndexView | None, dense: Callable[[], Ranked], sparse: Callable[[], Ranked]
-) -> tuple[Ranked, Ranked]:
-    """``dense()`` and ``sparse()``, at the same time when ``version`` waits on a server
-    for them (its rows come while the other side's are summed), else one after the other."""
-    if not getattr(version, "overlap_reads", False):
-        return dense(), sparse()
-    pending = _BESIDE.submit(dense)
-    try:
-        found = sparse()
-    finally:
-        dense_found = pending.result()  # waited for even when sparse() raised
-    return dense_found, found
 
 
 # Above this share of the index, a restricted search first tries the unrestricted one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -197,10 +197,6 @@ class PgSparse:
 @dataclass
 class PgView:
     """The live index as one search sees it."""
-
-    # Its reads wait on the server: a search reads the dense and BM25 sides at once
-    # (``search.retrieval``), each on its own connection.
-    overlap_reads: ClassVar[bool] = True
 
     manifest: Manifest
     engine: Engine
