@@ -14,8 +14,11 @@ read alone lacks:
 Its vector is *blended* (``TurnIndexing.blend``): the model embeds each turn once, its own
 lines alone (date, speaker, turn, resolved dates), and a turn's vector is its own plus
 ``NEIGHBOUR_BLEND`` × the mean of its neighbours' own vectors, normalised. Embedding the
-whole index text instead (``blend=None``) reads every turn four times, once as itself and
-three times as a neighbour, for the same recall (docs/conversations.md).
+whole index text instead (``blend=None``, "joined") reads every turn four times, once as
+itself and three times as a neighbour, about 4× the time; on LoCoMo's development split it
+finds a little less at the top of the ranking (Recall@5 0.717 against 0.727, MRR 0.536
+against 0.565) and a little more at 10 (Recall@10 0.792 against 0.786)
+(docs/conversations.md).
 
 BM25 takes the turn's own words twice (``store.rows.SPARSE_TEXT``), so they outweigh a
 neighbour's. How many neighbours, and that weighting, were measured on LoCoMo's
@@ -59,9 +62,11 @@ class TurnIndexing:
     # The neighbours' weight in a blended vector; None embeds the whole index text.
     blend: float | None = NEIGHBOUR_BLEND
 
-    def neighbours(self, turns: Sequence[TurnText], i: int) -> range:
-        """The positions of turn ``i``'s neighbours, itself left out."""
-        return range(max(0, i - self.before), min(len(turns), i + 1 + self.after))
+    def neighbours(self, turns: Sequence[TurnText], i: int) -> list[int]:
+        """The positions of turn ``i``'s neighbours, in order, itself left out."""
+        return [
+            j for j in range(max(0, i - self.before), min(len(turns), i + 1 + self.after)) if j != i
+        ]
 
 
 DEFAULT_TURN_INDEXING = TurnIndexing()
@@ -101,14 +106,13 @@ def own_text(turn: TurnText, part: str, indexing: TurnIndexing) -> str:
     return "\n".join(lines)
 
 
-def index_text(turns: Sequence[TurnText], i: int, part: str, indexing: TurnIndexing) -> str:
-    """The text the indices hold for (a part of) turn ``i``."""
-    lines = [own_text(turns[i], part, indexing)]
+def index_text(turns: Sequence[TurnText], i: int, own: str, indexing: TurnIndexing) -> str:
+    """The text the indices hold for (a part of) turn ``i``, whose ``own_text`` is ``own``."""
+    lines = [own]
     # Neighbours as labelled lines, not sentences: the turn stays the one thing "said".
     for j in indexing.neighbours(turns, i):
-        if j != i:
-            label = "before — " if j < i else "after — "
-            lines.append(label + _line(turns[j], NEIGHBOUR_CHARS))
+        label = "before — " if j < i else "after — "
+        lines.append(label + _line(turns[j], NEIGHBOUR_CHARS))
     return "\n".join(lines)
 
 
@@ -121,6 +125,8 @@ def chunk_turns(
 ) -> list[NewChunk]:
     """One chunk per turn (parts of a turn over ``max_chunk_size`` tokens), in order."""
     chunks: list[NewChunk] = []
+    own: list[str] = []  # each chunk's own_text
+    owner: list[int] = []  # each chunk's turn position
     parts_of: dict[int, list[int]] = {}  # turn position -> its chunks' positions
     for i, turn in enumerate(turns):
         if not turn.text.strip():
@@ -143,25 +149,24 @@ def chunk_turns(
             ]
         for part, tokens in parts:
             parts_of.setdefault(i, []).append(len(chunks))
+            own.append(own_text(turn, part, indexing))
+            owner.append(i)
             chunks.append(
                 NewChunk(
                     len(chunks),
                     part,
                     tokens,
-                    index_text=index_text(turns, i, part, indexing),
+                    index_text=index_text(turns, i, own[-1], indexing),
                     turns=ref,
                 )
             )
     if indexing.blend is None:
         return chunks
     # A chunk blends the own lines of the chunks of the turns around its turn.
-    owner = {c: i for i, mine in parts_of.items() for c in mine}
-    own = [own_text(turns[owner[c.chunk_index]], c.content, indexing) for c in chunks]
     out = []
-    for chunk in chunks:
-        i = owner[chunk.chunk_index]
+    for k, chunk in enumerate(chunks):
         around = tuple(
-            own[c] for j in indexing.neighbours(turns, i) if j != i for c in parts_of.get(j, ())
+            own[c] for j in indexing.neighbours(turns, owner[k]) for c in parts_of.get(j, ())
         )
-        out.append(replace(chunk, blend=Blend(own[chunk.chunk_index], around, indexing.blend)))
+        out.append(replace(chunk, blend=Blend(own[k], around, indexing.blend)))
     return out

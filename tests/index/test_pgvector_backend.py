@@ -496,3 +496,32 @@ def test_health_is_not_fooled_by_a_write_between_its_reads(
     finally:
         other.close()
         memory.close()
+
+
+@pytest.mark.parametrize(("configured", "during"), [("64MB", "512MB"), ("2GB", "2GB")])
+def test_a_rebuild_raises_the_build_memory_and_never_lowers_it(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch, configured: str, during: str
+) -> None:
+    """An HNSW build that outgrows ``maintenance_work_mem`` goes on many times slower; a
+    rebuild takes at least 512MB, and more if the database is configured with more (a
+    million chunks' graph needs several GB)."""
+    from memory_pipeline.store.changes import Reads
+
+    admin = sa.create_engine(pgvector_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        name = c.execute(sa.text("SELECT current_database()")).scalar()
+        c.execute(sa.text(f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '{configured}'"))
+    admin.dispose()
+    memory = _memory(tmp_path, pgvector_url)
+    memory.ingest_text("The heron waits by the river.", "heron")
+    seen: list[str] = []
+    change_seqs = Reads.change_seqs
+
+    def spy(self: Reads) -> Any:
+        seen.append(self.conn.execute(sa.text("SHOW maintenance_work_mem")).scalar_one())
+        return change_seqs(self)
+
+    monkeypatch.setattr(Reads, "change_seqs", spy)
+    memory.rebuild_index()
+    memory.close()
+    assert seen and set(seen) == {during}

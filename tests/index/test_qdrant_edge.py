@@ -100,3 +100,50 @@ def test_a_collection_made_with_keyword_terms_still_counts(tmp_path: Path) -> No
         _assert_counts(engine, "old")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("mode", ["edge", "local"])
+def test_a_view_takes_its_point_count_from_the_metadata_kept_with_every_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Counting every point exactly on each search took 16 ms at 100k and 80 ms at 1M;
+    the count is written with the index's metadata, and a collection written before it
+    was kept is counted once."""
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.index.backends.qdrant import QdrantService
+    from memory_pipeline.system import MemorySystem
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path, backend="qdrant", max_chunk_size=256)
+    if mode == "local":
+        settings = settings.replace(qdrant_mode="local")
+    memory = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        docs = [
+            memory.ingest_text(f"Note {k}: the heron waits by river {k}.", f"n{k}").doc_id
+            for k in range(5)
+        ]
+        memory.update_index()
+        service = memory.reader.service  # type: ignore[attr-defined]
+        assert isinstance(service, QdrantService)
+        engine = service.engine
+        counts = []
+        monkeypatch.setattr(type(engine), "count", lambda *a, **k: counts.append(1) or -1)
+        view = service.view()
+        assert view is not None and view.manifest.n_dense == 5 and not counts
+        monkeypatch.undo()
+        memory.delete_document(docs[0])
+        memory.ingest_text("One more note about the heron.", "more")
+        memory.update_index()
+        view = service.view()
+        assert view is not None and view.manifest.n_dense == 5
+        # Metadata written before the count was kept: counted.
+        target = engine.target(service.alias)
+        assert target is not None
+        meta = engine.metadata(target)
+        del meta["points"]
+        engine.set_metadata(target, meta)
+        view = service.view()
+        assert view is not None and view.manifest.n_dense == 5
+    finally:
+        memory.close()

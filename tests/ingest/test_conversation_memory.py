@@ -157,8 +157,22 @@ def test_turns_become_chunks_whose_index_text_carries_date_speaker_and_neighbour
         "before — Ana: Did you book the ferry to Hydra?",
         "after — Ana: Ha! Refund one of them.",
     ]
-    bare = index_text(turns, 1, turns[1].text, TurnIndexing(before=0, after=0, dates=False))
+    alone = TurnIndexing(before=0, after=0, dates=False)
+    bare = index_text(turns, 1, own_text(turns[1], turns[1].text, alone), alone)
     assert bare == '8 May 2023: Sam said, "Yes, yesterday. Twice, oddly."'
+
+
+def test_a_turn_s_neighbours_are_the_turns_around_it_and_never_itself() -> None:
+    turns = [TurnText(str(k), "Ana", MAY_8, f"turn {k}") for k in range(5)]
+    indexing = TurnIndexing(before=2, after=1)
+    assert [indexing.neighbours(turns, i) for i in range(5)] == [
+        [1],
+        [0, 2],
+        [0, 1, 3],
+        [1, 2, 4],
+        [2, 3],
+    ]
+    assert TurnIndexing(before=0, after=0).neighbours(turns, 2) == []
 
 
 def test_a_turn_is_split_only_when_it_alone_exceeds_the_budget() -> None:

@@ -144,3 +144,14 @@ def test_the_blend_weight_the_docs_quote_is_the_code_s() -> None:
         text = doc.read_text(encoding="utf-8")
         quoted = set(re.findall(r"(?:own|embedding|埋め込み) (?:\+|plus) (\d\.\d+) ×", text))
         assert quoted == {str(NEIGHBOUR_BLEND)}, doc.name
+
+
+def test_the_rebuild_memory_the_pgvector_docs_quote_is_the_code_s() -> None:
+    """docs/backends.md says how much ``maintenance_work_mem`` a pgvector rebuild takes
+    at least; the statement the rebuild runs says the same."""
+    from memory_pipeline.index.backends.pgvector import BUILD_MEMORY
+
+    text = (DOCS / "backends.md").read_text(encoding="utf-8")
+    quoted = set(re.findall(r"takes (\d+) MB of `maintenance_work_mem`", text))
+    in_code = set(re.findall(r"THEN '(\d+)MB'", str(BUILD_MEMORY)))
+    assert quoted and quoted == in_code

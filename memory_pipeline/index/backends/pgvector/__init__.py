@@ -72,6 +72,14 @@ from memory_pipeline.types import IndexUpdateResult
 __all__ = ["LOCK_KEY", "PgDense", "PgSparse", "PgVectorIndex", "PgView"]
 
 _BATCH = 2_000
+# An HNSW build that outgrows maintenance_work_mem goes on many times slower: a rebuild
+# takes at least 512MB, or what the server is configured with if that is more (the graph
+# of a million 384-d chunks needs several GB).
+BUILD_MEMORY = sa.text(
+    "SELECT set_config('maintenance_work_mem', CASE WHEN "
+    "pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('512MB') "
+    "THEN '512MB' ELSE current_setting('maintenance_work_mem') END, true)"
+)
 
 
 class PgVectorIndex:
@@ -244,7 +252,7 @@ class PgVectorIndex:
         started = time.perf_counter()
         with self.engine.begin() as c:
             c.execute(LOCK)  # writers wait; they add their chunks after the swap
-            c.execute(sa.text("SET LOCAL maintenance_work_mem = '512MB'"))
+            c.execute(BUILD_MEMORY)
             state = read_state(c)
             version = (state.version if state else 0) + 1
             reads = Reads(c)  # the store's tables, read in this transaction

@@ -79,17 +79,24 @@ class EdgeFolder:
             ) from exc
         self.shards: dict[str, qe.EdgeShard] = {}
         self.text_terms: dict[str, bool] = {}  # collection -> its terms are one text field
+        # Read once: only this process, holding the lock, moves an alias (point_alias).
+        path = self.path / "aliases.json"
+        self._aliases: dict[str, str] = dict(json.loads(path.read_text())) if path.exists() else {}
 
     def aliases(self) -> dict[str, str]:
-        path = self.path / "aliases.json"
-        return dict(json.loads(path.read_text())) if path.exists() else {}
+        return dict(self._aliases)
+
+    def point_alias(self, alias: str, name: str) -> None:
+        aliases = {**self._aliases, alias: name}
+        replace_text(self.path / "aliases.json", json.dumps(aliases))
+        self._aliases = aliases
 
     def collection(self, name: str) -> Path:
         return self.path / "collections" / name
 
     def shard(self, name: str) -> qe.EdgeShard:
         """The shard of the collection ``name``, or of the one the alias ``name`` names."""
-        name = self.aliases().get(name, name)
+        name = self._aliases.get(name, name)
         shard = self.shards.get(name)
         if shard is None:
             folder = self.collection(name) / "shard"
@@ -109,7 +116,7 @@ class EdgeFolder:
 
     def terms_as_text(self, name: str) -> bool:
         """Whether the collection ``name`` (or the alias's) keeps terms as one text field."""
-        name = self.aliases().get(name, name)
+        name = self._aliases.get(name, name)
         found = self.text_terms.get(name)
         if found is None:
             schema = self.shard(name).info().payload_schema.get("terms")
@@ -229,9 +236,7 @@ class EdgeEngine:
         shutil.rmtree(self.folder.collection(name), ignore_errors=True)
 
     def point_alias(self, alias: str, name: str) -> None:
-        replace_text(
-            self.folder.path / "aliases.json", json.dumps({**self.folder.aliases(), alias: name})
-        )
+        self.folder.point_alias(alias, name)
 
     def metadata(self, name: str) -> dict[str, Any]:
         path = self.folder.collection(name) / "metadata.json"
