@@ -153,25 +153,39 @@ def reading(engine: Engine, settings: dict[str, str] | None = None) -> Iterator[
 
 
 def tables_ddl(suffix: str, dim: int) -> list[str]:
-    """DDL of one set of tables (``suffix`` '' is the live set; a rebuild fills another)."""
+    """DDL of one set of tables (``suffix`` '' is the live set; a rebuild fills another),
+    without the keys of the three per-chunk tables: ``keys_ddl`` adds them."""
     t = {name: f"{name}{suffix}" for name in TABLES}
     return [
         f"""CREATE TABLE {t["pgv_vectors"]} (
-              chunk_id bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-              embedding vector({dim}) NOT NULL)""",
+              chunk_id bigint NOT NULL, embedding vector({dim}) NOT NULL)""",
         f"""CREATE TABLE {t["pgv_docs"]} (
-              chunk_id bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-              space text NOT NULL, n_tokens integer NOT NULL)""",
+              chunk_id bigint NOT NULL, space text NOT NULL, n_tokens integer NOT NULL)""",
         f"""CREATE TABLE {t["pgv_postings"]} (
-              chunk_id bigint NOT NULL REFERENCES {t["pgv_docs"]}(chunk_id) ON DELETE CASCADE,
-              term text NOT NULL, space text NOT NULL, tf integer NOT NULL,
-              qlen integer NOT NULL, PRIMARY KEY (chunk_id, term) INCLUDE (tf, qlen))""",
+              chunk_id bigint NOT NULL, term text NOT NULL, space text NOT NULL,
+              tf integer NOT NULL, qlen integer NOT NULL)""",
         f"""CREATE TABLE {t["pgv_stats"]} (
               space text PRIMARY KEY, n_docs bigint NOT NULL, n_tokens bigint NOT NULL)""",
         f"""CREATE TABLE {t["pgv_df"]} (
               space text NOT NULL, term text NOT NULL, df bigint NOT NULL,
               PRIMARY KEY (term, space))""",
         *blocks_ddl(t["pgv_blocks"], t["pgv_gone"]),
+    ]
+
+
+def keys_ddl(suffix: str) -> list[str]:
+    """The primary and foreign keys of the per-chunk tables. A rebuild adds them after
+    filling the tables: one sort per key and one join per reference, instead of an index
+    insertion and a lookup in the referenced table for every row (of ~70 postings a
+    chunk)."""
+    t = {name: f"{name}{suffix}" for name in TABLES}
+    return [
+        f"ALTER TABLE {t['pgv_vectors']} ADD PRIMARY KEY (chunk_id), "
+        "ADD FOREIGN KEY (chunk_id) REFERENCES chunks(id) ON DELETE CASCADE",
+        f"ALTER TABLE {t['pgv_docs']} ADD PRIMARY KEY (chunk_id), "
+        "ADD FOREIGN KEY (chunk_id) REFERENCES chunks(id) ON DELETE CASCADE",
+        f"ALTER TABLE {t['pgv_postings']} ADD PRIMARY KEY (chunk_id, term) INCLUDE (tf, qlen), "
+        f"ADD FOREIGN KEY (chunk_id) REFERENCES {t['pgv_docs']}(chunk_id) ON DELETE CASCADE",
     ]
 
 
