@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -294,7 +296,83 @@ def read_state_and_counts(
 
 
 def insert_rows(c: sa.Connection, suffix: str, rows: Sequence[Any]) -> None:
-    """Vectors, documents and postings of (id, space, content, vector blob) rows."""
+    """Vectors, documents and postings of (id, space, content, vector blob) rows.
+
+    On psycopg 3, by ``COPY``: the vectors in COPY's binary form straight from their
+    blobs, the documents and postings as text. A statement of arrays instead spent most
+    of a rebuild in Python, writing each float's text and quoting each array element
+    (100k chunks, ~7M postings: 15 s and 32 s of a 100 s rebuild). Other drivers
+    (psycopg2) take the statements.
+    """
+    if not rows:
+        return
+    raw = c.connection.driver_connection
+    if not isinstance(raw, psycopg.Connection):
+        _insert_statements(c, suffix, rows)
+        return
+    docs: list[str] = []
+    postings: list[str] = []
+    for cid, space, content, _ in rows:
+        tokens = tokenize(content)
+        head, where = f"{int(cid)}\t", _copy_text(str(space))
+        docs.append(f"{head}{where}\t{len(tokens)}\n")
+        tail = f"\t{where}\t"
+        qlen = bm25.quantize_length(len(tokens))
+        for term, tf in Counter(tokens).items():
+            postings.append(f"{head}{_copy_text(term)}{tail}{tf}\t{qlen}\n")
+    with raw.cursor() as cur:
+        with cur.copy(
+            f"COPY pgv_vectors{suffix} (chunk_id, embedding) FROM STDIN (FORMAT binary)"
+        ) as cp:
+            cp.write(binary_vectors([int(r[0]) for r in rows], [r[3] for r in rows]))
+        with cur.copy(f"COPY pgv_docs{suffix} (chunk_id, space, n_tokens) FROM STDIN") as cp:
+            cp.write("".join(docs))
+        if postings:
+            with cur.copy(
+                f"COPY pgv_postings{suffix} (chunk_id, term, space, tf, qlen) FROM STDIN"
+            ) as cp:
+                cp.write("".join(postings))
+
+
+# COPY's text form: these four characters are escaped, and nothing else is special.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]")
+
+
+def _copy_text(value: str) -> str:
+    return value.translate(_COPY_ESCAPES) if _NEEDS_ESCAPE.search(value) else value
+
+
+# PostgreSQL's binary COPY: a signature, flags and header extension, then the tuples,
+# then -1.
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER = b"\xff\xff"
+
+
+def binary_vectors(ids: Sequence[int], blobs: Sequence[bytes]) -> bytes:
+    """(chunk_id, embedding) tuples in binary COPY form; pgvector's binary vector is its
+    dimension (int16), an unused int16 and the floats, all big-endian."""
+    x = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+    dim = x.shape[1]
+    tuples = np.empty(
+        len(blobs),
+        dtype=[
+            ("fields", ">i2"),
+            ("id_len", ">i4"),
+            ("id", ">i8"),
+            ("vec_len", ">i4"),
+            ("dim", ">i2"),
+            ("unused", ">i2"),
+            ("x", ">f4", (dim,)),
+        ],
+    )
+    tuples["fields"], tuples["id_len"], tuples["vec_len"] = 2, 8, 4 + 4 * dim
+    tuples["id"], tuples["dim"], tuples["unused"], tuples["x"] = ids, dim, 0, x
+    return _COPY_HEADER + tuples.tobytes() + _COPY_TRAILER
+
+
+def _insert_statements(c: sa.Connection, suffix: str, rows: Sequence[Any]) -> None:
+    """``insert_rows`` by statements of arrays, for drivers other than psycopg 3."""
     ids = [int(r[0]) for r in rows]
     vecs = [vector_text(np.frombuffer(r[3], dtype=np.float32)) for r in rows]
     c.execute(
