@@ -126,7 +126,6 @@ def chunk_turns(
     """One chunk per turn (parts of a turn over ``max_chunk_size`` tokens), in order."""
     chunks: list[NewChunk] = []
     own: list[str] = []  # each chunk's own_text
-    owner: list[int] = []  # each chunk's turn position
     parts_of: dict[int, list[int]] = {}  # turn position -> its chunks' positions
     for i, turn in enumerate(turns):
         if not turn.text.strip():
@@ -150,7 +149,6 @@ def chunk_turns(
         for part, tokens in parts:
             parts_of.setdefault(i, []).append(len(chunks))
             own.append(own_text(turn, part, indexing))
-            owner.append(i)
             chunks.append(
                 NewChunk(
                     len(chunks),
@@ -163,10 +161,9 @@ def chunk_turns(
     if indexing.blend is None:
         return chunks
     # A chunk blends the own lines of the chunks of the turns around its turn.
-    out = []
-    for k, chunk in enumerate(chunks):
-        around = tuple(
-            own[c] for j in indexing.neighbours(turns, owner[k]) for c in parts_of.get(j, ())
-        )
-        out.append(replace(chunk, blend=Blend(own[k], around, indexing.blend)))
+    out = list(chunks)
+    for i, positions in parts_of.items():
+        around = tuple(own[c] for j in indexing.neighbours(turns, i) for c in parts_of.get(j, ()))
+        for k in positions:
+            out[k] = replace(chunks[k], blend=Blend(own[k], around, indexing.blend))
     return out

@@ -49,11 +49,10 @@ class DocumentQueries(StoreBase):
         """doc_id -> (title, source) for the given documents (those that exist)."""
         wanted = list(dict.fromkeys(doc_ids))
         out: dict[str, tuple[str, str]] = {}
-        stmt, params = self.in_spaces(_LABELS_BY_DOC, _LABELS_BY_DOC_IN_SPACES)
         with self.conn() as c:
             for batch in batched(wanted):
-                rows = c.execute(stmt, {**params, "ids": list(batch)})
-                out.update((d, (t, src)) for d, t, src in rows)
+                rows = c.execute(_LABELS_BY_DOC, {"ids": list(batch)})
+                out.update((d, (t, src)) for d, t, src, space in rows if self.spaces.reads(space))
         return out
 
     def tagged_documents(self, tag: str, prefix: str) -> list[TaggedDocument]:
@@ -278,9 +277,9 @@ def _insert_document(
     return ids
 
 
-_LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source).where(
+# By key only, the space checked on the rows found: given ``space IN (...)`` as well,
+# SQLite (without statistics) walked the space's index through every document of the
+# space once ten ids were asked for.
+_LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source, Document.space).where(
     Document.doc_id.in_(sa.bindparam("ids", expanding=True))
-)
-_LABELS_BY_DOC_IN_SPACES = _LABELS_BY_DOC.where(
-    Document.space.in_(sa.bindparam("spaces", expanding=True))
 )

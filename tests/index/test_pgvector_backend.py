@@ -56,8 +56,12 @@ def _check_parity(memory: MemorySystem, live: dict[int, str]) -> None:
         )
 
 
-def test_bm25_equals_rank_bm25_through_adds_and_deletes(tmp_path: Path, pgvector_url: str) -> None:
-    memory = _memory(tmp_path, pgvector_url)
+@pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
+def test_bm25_equals_rank_bm25_through_adds_and_deletes(
+    tmp_path: Path, pgvector_url: str, driver: str
+) -> None:
+    """On psycopg 3 the rows go in by COPY; other drivers (psycopg2) take statements."""
+    memory = _memory(tmp_path, pgvector_url.replace("+psycopg:", f"+{driver}:", 1))
     try:
         # Every text is one chunk of at most 40 tokens: lengths are stored exactly.
         docs = {t: memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)}
@@ -525,3 +529,79 @@ def test_a_rebuild_raises_the_build_memory_and_never_lowers_it(
     memory.rebuild_index()
     memory.close()
     assert seen and set(seen) == {during}
+
+
+def _keys_and_indexes(memory: MemorySystem) -> list[tuple[str, str]]:
+    """(table, definition) of every constraint and index of the live tables, the version
+    tags of their names taken out."""
+    with memory.store.engine.connect() as c:
+        rows = c.execute(
+            sa.text(
+                "SELECT conrelid::regclass::text, contype::text || ' ' || pg_get_constraintdef(oid) "
+                "FROM pg_constraint WHERE conrelid::regclass::text LIKE 'pgv\\_%' "
+                "UNION ALL SELECT tablename, regexp_replace(indexdef, '_v[0-9]+', '', 'g') "
+                "FROM pg_indexes WHERE tablename LIKE 'pgv\\_%' ORDER BY 1, 2"
+            )
+        ).all()
+    return [(str(t), str(d)) for t, d in rows]
+
+
+def test_a_rebuild_gives_its_tables_the_keys_a_new_index_has(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """A rebuild fills its tables first and adds their keys after (one sort per key instead
+    of an index insertion and a referenced-row lookup per posting): the tables it swaps in
+    have every key, reference and index the first index was created with, and deleting a
+    chunk still takes its rows with it."""
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        docs = [memory.ingest_text(text, f"t{k}").doc_id for k, text in enumerate(CORPUS_TEXTS)]
+        created = _keys_and_indexes(memory)
+        kinds = {d.split(" ", 1)[0] for t, d in created if t == "pgv_postings"}
+        assert {"p", "f"} <= kinds
+        memory.rebuild_index()
+        assert _keys_and_indexes(memory) == created
+        memory.delete_document(docs[0])
+        with memory.store.engine.connect() as c:
+            left = c.execute(
+                sa.text(
+                    "SELECT (SELECT count(*) FROM pgv_vectors) + (SELECT count(*) FROM pgv_docs)"
+                    " + (SELECT count(*) FROM pgv_postings p WHERE NOT EXISTS "
+                    "(SELECT 1 FROM chunks WHERE id = p.chunk_id))"
+                )
+            ).scalar_one()
+        assert left == 2 * len(memory.store.all_ids())
+        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        _check_parity(memory, live)
+    finally:
+        memory.close()
+
+
+def test_rows_go_in_by_copy_exactly(
+    tmp_path: Path, pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPY's binary vectors hold the stored floats bit for bit, and terms with the
+    characters COPY's text form escapes (backslash, tab, newline, carriage return) come
+    back as they went in."""
+    from memory_pipeline.index.backends.pgvector import schema
+
+    terms = ["back\\slash", "tab\there", "new\nline", "cr\rhere", "\\N", "plain", "plain"]
+    monkeypatch.setattr(schema, "tokenize", lambda text: terms)
+    memory = _memory(tmp_path, pgvector_url)
+    try:
+        memory.ingest_text("Any text: the terms are the ones above.", "odd")
+        [cid] = memory.store.all_ids()
+        with memory.store.engine.connect() as c:
+            got = dict(c.execute(sa.text("SELECT term, tf FROM pgv_postings")).all())
+            stored = c.execute(
+                sa.text("SELECT vector FROM embeddings WHERE chunk_id = :i"), {"i": int(cid)}
+            ).scalar_one()
+            held = c.execute(
+                sa.text("SELECT embedding::real[] FROM pgv_vectors WHERE chunk_id = :i"),
+                {"i": int(cid)},
+            ).scalar_one()
+        assert got == {t: terms.count(t) for t in terms}
+        want = np.frombuffer(stored, dtype=np.float32)
+        assert np.array_equal(np.asarray(held, dtype=np.float32), want) and want.any()
+    finally:
+        memory.close()

@@ -108,7 +108,7 @@ def test_a_view_takes_its_point_count_from_the_metadata_kept_with_every_write(
 ) -> None:
     """Counting every point exactly on each search took 16 ms at 100k and 80 ms at 1M;
     the count is written with the index's metadata, and a collection written before it
-    was kept is counted once."""
+    was kept is counted exactly on each read until its next write keeps the count."""
     from memory_pipeline.embedding.base import HashingEmbedder
     from memory_pipeline.index.backends.qdrant import QdrantService
     from memory_pipeline.system import MemorySystem

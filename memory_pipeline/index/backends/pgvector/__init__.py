@@ -56,6 +56,7 @@ from memory_pipeline.index.backends.pgvector.schema import (
     has_table,
     indexes_ddl,
     insert_rows,
+    keys_ddl,
     read_state,
     read_state_and_counts,
     reading,
@@ -183,7 +184,9 @@ class PgVectorIndex:
 
     def _create(self, conn: sa.Connection, dim: int, *, version: int, kind: str) -> None:
         conn.execute(INDEX_TABLE)
-        for ddl in tables_ddl("", dim) + indexes_ddl("", f"v{version}") + triggers_ddl(""):
+        for ddl in (
+            tables_ddl("", dim) + keys_ddl("") + indexes_ddl("", f"v{version}") + triggers_ddl("")
+        ):
             conn.execute(sa.text(ddl))
         self._set_state(conn, dim, version, kind)
 
@@ -285,6 +288,8 @@ class PgVectorIndex:
                 insert_rows(c, suffix, rows)
                 last = int(rows[-1][0])
                 n += len(rows)
+            for ddl in keys_ddl(suffix):
+                c.execute(sa.text(ddl))
             c.execute(
                 sa.text(
                     f"INSERT INTO pgv_stats{suffix} SELECT space, count(*), sum(n_tokens) "

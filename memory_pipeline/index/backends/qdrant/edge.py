@@ -83,8 +83,9 @@ class EdgeFolder:
         path = self.path / "aliases.json"
         self._aliases: dict[str, str] = dict(json.loads(path.read_text())) if path.exists() else {}
 
-    def aliases(self) -> dict[str, str]:
-        return dict(self._aliases)
+    def alias(self, name: str) -> str | None:
+        """The collection the alias ``name`` points at (None: no such alias)."""
+        return self._aliases.get(name)
 
     def point_alias(self, alias: str, name: str) -> None:
         aliases = {**self._aliases, alias: name}
@@ -96,7 +97,7 @@ class EdgeFolder:
 
     def shard(self, name: str) -> qe.EdgeShard:
         """The shard of the collection ``name``, or of the one the alias ``name`` names."""
-        name = self._aliases.get(name, name)
+        name = self.alias(name) or name
         shard = self.shards.get(name)
         if shard is None:
             folder = self.collection(name) / "shard"
@@ -116,7 +117,7 @@ class EdgeFolder:
 
     def terms_as_text(self, name: str) -> bool:
         """Whether the collection ``name`` (or the alias's) keeps terms as one text field."""
-        name = self._aliases.get(name, name)
+        name = self.alias(name) or name
         found = self.text_terms.get(name)
         if found is None:
             schema = self.shard(name).info().payload_schema.get("terms")
@@ -206,7 +207,7 @@ class EdgeEngine:
     # -- collections and aliases ------------------------------------------------
 
     def target(self, alias: str) -> str | None:
-        found = self.folder.aliases().get(alias)
+        found = self.folder.alias(alias)
         if found is None and self.exists(alias):
             raise IndexUnavailableError(
                 f"{self.folder.path} holds a collection named {alias!r} that this memory did "
