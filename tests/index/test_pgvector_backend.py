@@ -35,6 +35,12 @@ def _memory(tmp_path: Path, url: str, **kw: object) -> MemorySystem:
     return MemorySystem(settings.replace(**kw), embedder=HashingEmbedder())
 
 
+def _live_texts(memory: MemorySystem) -> dict[int, str]:
+    """chunk id -> text of every live chunk."""
+    ids = memory.store.all_ids()
+    return {cid: record.content for cid, record in memory.store.get_chunks(ids).items()}
+
+
 def _check_parity(memory: MemorySystem, live: dict[int, str]) -> None:
     """BM25 of every query over the live texts, as rank_bm25 computes it."""
     ids = sorted(live)
@@ -65,16 +71,14 @@ def test_bm25_equals_rank_bm25_through_adds_and_deletes(
     try:
         # Every text is one chunk of at most 40 tokens: lengths are stored exactly.
         docs = {t: memory.ingest_text(t, f"t{k}").doc_id for k, t in enumerate(CORPUS_TEXTS)}
-        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
+        live = _live_texts(memory)
         _check_parity(memory, live)
         for text in CORPUS_TEXTS[::4]:  # deletes: N, lengths and document frequencies fall
             memory.delete_document(docs[text])
         live = {cid: t for cid, t in live.items() if t not in CORPUS_TEXTS[::4]}
         _check_parity(memory, live)
         added = memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
-        live.update(
-            {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
-        )
+        live.update(_live_texts(memory))
         assert added.chunks == 1
         _check_parity(memory, live)
         with memory.store.engine.connect() as c:  # the statistics rows agree with the rows
@@ -310,8 +314,7 @@ def test_the_postings_blocks_hold_exactly_the_postings_through_writes_and_a_rebu
         assert _gone(memory) == 0
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows
-        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
-        _check_parity(memory, live)
+        _check_parity(memory, _live_texts(memory))
         memory.delete_document(docs[2])
         memory.rebuild_index()
         assert _gone(memory) == 0
@@ -354,8 +357,7 @@ def test_an_index_built_before_the_blocks_gets_them_when_the_backend_opens(
         memory.ingest_text("BM25 and dense vectors, once more: 記憶の検索。", "again")
         packed, rows = _blocks_and_postings(memory)
         assert packed == rows
-        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
-        _check_parity(memory, live)
+        _check_parity(memory, _live_texts(memory))
     finally:
         memory.close()
 
@@ -571,8 +573,7 @@ def test_a_rebuild_gives_its_tables_the_keys_a_new_index_has(
                 )
             ).scalar_one()
         assert left == 2 * len(memory.store.all_ids())
-        live = {cid: memory.store.get_chunks([cid])[cid].content for cid in memory.store.all_ids()}
-        _check_parity(memory, live)
+        _check_parity(memory, _live_texts(memory))
     finally:
         memory.close()
 
