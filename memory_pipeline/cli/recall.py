@@ -43,8 +43,12 @@ def hook_payload(text: str) -> dict[str, Any]:
 
 
 def hook_output(block: str, event: str) -> str:
-    """The block as Claude Code takes a hook's added context: ``hookSpecificOutput``."""
-    output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": block}}
+    """The block as Claude Code takes a hook's added context: ``hookSpecificOutput``,
+    fenced (``hygiene.fence``) so that the session, once captured, does not store it again."""
+    from memory_pipeline.hygiene.private import fence
+
+    added = fence(block) if block else block
+    output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": added}}
     return json.dumps(output, ensure_ascii=False)
 
 

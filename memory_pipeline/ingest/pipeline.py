@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from memory_pipeline.ingest.loaders import (
     load_text,
     normalized_content_hash,
 )
+from memory_pipeline.ingest.redaction import redact_document, redact_metadata
 from memory_pipeline.ingest.turns import chunk_turns
 from memory_pipeline.metadata import ChunkMetadata, validate_metadata
 from memory_pipeline.spaces import DEFAULT_SPACE, doc_id_in_space
@@ -44,9 +46,10 @@ _FRONT_MATTER_FIELDS = ("knowledge_type", "importance", "tags", "source_date", "
 
 @dataclass(frozen=True)
 class _Prepared:
-    loaded: LoadedDocument
+    loaded: LoadedDocument  # redacted (ingest/redaction.py)
     meta: ChunkMetadata
     source_date_rule: str | None
+    redactions: Counter[str]
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class Ingestor:
         self.settings = settings
         self._update_index = update_index
         self._index_due = index_due
+        self.redactor = settings.redactor()
 
     def ingest(
         self,
@@ -222,7 +226,10 @@ class Ingestor:
         )
         merged["source_date"] = day
         meta = ChunkMetadata.model_validate(merged)
-        return _Prepared(loaded, meta, rule.value if rule else None)
+        redactor = self.redactor
+        kept, counts = redact_document(loaded, redactor)
+        meta = redact_metadata(meta, redactor, kept.source)
+        return _Prepared(kept, meta, rule.value if rule else None, counts)
 
     def _plan(self, prepared: Sequence[_Prepared]) -> list[_Planned | IngestResult]:
         """Each document chunked, or its result when it is already stored (nothing to do)."""
@@ -299,7 +306,12 @@ class Ingestor:
         )
         try:
             stored = self.store.store_document(
-                info, chunks, vectors, self.embedder.model_id, meta.tags
+                info,
+                chunks,
+                vectors,
+                self.embedder.model_id,
+                meta.tags,
+                redactions=planned.prepared.redactions,
             )
         except IntegrityError:
             # PostgreSQL: another writer inserted the same bytes after our transaction began.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import annotated_types
 from pydantic import model_validator
@@ -15,6 +15,9 @@ from memory_pipeline.ingest.chunking import (
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, NEIGHBOUR_BLEND, TurnIndexing
 from memory_pipeline.sections import Refused, Section, var
+
+if TYPE_CHECKING:
+    from memory_pipeline.hygiene.redactor import Redactor
 
 
 class IngestSettings(Section):
@@ -37,6 +40,16 @@ class IngestSettings(Section):
     # A turn's vector: its own lines' embedding blended with its neighbours' (each turn
     # embedded once), or the embedding of its whole index text ("joined").
     turn_vectors: Literal["blended", "joined"] = var("TURN_VECTORS", "blended")
+    # Secrets and <private> spans are taken out of every text before it is kept
+    # (docs/hygiene.md); "off" only for a memory that holds no captured text.
+    redact: Literal["on", "off"] = var("REDACT", "on")
+    # Values that look like secrets but are not (a test key everyone knows), comma-separated.
+    redact_allow: str = var("REDACT_ALLOW", "")
+
+    def redactor(self) -> Redactor:
+        from memory_pipeline.hygiene.redactor import Redactor
+
+        return Redactor.from_setting(self.redact, self.redact_allow)
 
     def turn_indexing(self) -> TurnIndexing:
         return TurnIndexing(

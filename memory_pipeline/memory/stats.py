@@ -66,6 +66,8 @@ class SystemStats:
     reranker_status: str
     # The memory spaces these counts cover: where this memory writes, what it reads.
     spaces: str = "space 'default'"
+    # What the redaction step took out before texts were kept, by kind (docs/hygiene.md).
+    redactions: dict[str, int] = field(default_factory=dict)
     generated_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     @property
@@ -114,6 +116,14 @@ class SystemStats:
         ]
         if self.top_tags:
             lines += ["", render_table(["tag", "chunks"], [[t, str(n)] for t, n in self.top_tags])]
+        taken = sum(self.redactions.values())
+        lines += ["", f"redacted before storing: {taken}" + ("" if taken else " (nothing found)")]
+        if taken:
+            lines.append(
+                render_table(
+                    ["redacted", "times"], [[k, str(n)] for k, n in self.redactions.items()]
+                )
+            )
         return "\n".join(lines)
 
 
@@ -189,4 +199,5 @@ def system_stats(
         reranker=reranker_status if in_use else "none",
         reranker_status=reranker_status or "none",
         spaces=store.spaces.describe(),
+        redactions=store.redaction_counts(),
     )

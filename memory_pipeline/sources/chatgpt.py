@@ -29,6 +29,7 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.sources.conversations import (
     TOOL_TEXT_LIMIT,
+    Calls,
     Conversation,
     Message,
     clip,
@@ -36,6 +37,7 @@ from memory_pipeline.sources.conversations import (
     read_export_array,
     time_problem,
     title_from,
+    tool_result,
 )
 
 ORIGIN = "chatgpt"
@@ -81,7 +83,9 @@ def _content_text(content: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _message(raw: dict[str, Any]) -> Message | None:
+def _message(raw: dict[str, Any], calls: Calls) -> Message | None:
+    """``calls``: the last call's arguments to each tool so far, by the tool's name (a tool
+    message names its tool as its author, not the call it answers)."""
     author = raw.get("author")
     speaker = SPEAKERS.get(str(author.get("role"))) if isinstance(author, dict) else None
     meta: dict[str, Any] = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
@@ -91,9 +95,11 @@ def _message(raw: dict[str, Any]) -> Message | None:
     text = _content_text(raw.get("content"))
     recipient = raw.get("recipient")
     if speaker == "assistant" and isinstance(recipient, str) and recipient != "all" and text:
+        calls[recipient] = (recipient, text)
         text = quote(f"tool {recipient}", clip(text, TOOL_TEXT_LIMIT))
     elif speaker == "tool" and text:
-        text = quote("tool result", clip(text, TOOL_TEXT_LIMIT))
+        name = author.get("name") if isinstance(author, dict) else None
+        text = tool_result(text, calls.get(name, (name, None)) if isinstance(name, str) else None)
     for att in meta.get("attachments") or []:
         if isinstance(att, dict):
             text = (text + "\n\n" + quote(f"attachment {att.get('name') or 'file'}", "")).strip()
@@ -136,7 +142,8 @@ def _conversation(raw: dict[str, Any]) -> Conversation | None:
     if not isinstance(cid, str) or not cid.strip() or not isinstance(raw.get("mapping"), dict):
         return None
     branch = _branch(raw["mapping"], raw.get("current_node"))
-    messages = tuple(m for m in (_message(r) for r in branch) if m is not None)
+    calls: Calls = {}
+    messages = tuple(m for m in (_message(r, calls) for r in branch) if m is not None)
     if not any(m.speaker == "human" for m in messages):
         return None  # an empty chat holds nothing to remember
     stamps = [m.at for m in messages if m.at]

@@ -27,6 +27,7 @@ from typing import Any
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.sources.conversations import (
     TOOL_TEXT_LIMIT,
+    Calls,
     Conversation,
     Message,
     clip,
@@ -34,6 +35,7 @@ from memory_pipeline.sources.conversations import (
     parse_time,
     quote,
     title_from,
+    tool_result,
 )
 
 ORIGIN = "codex"
@@ -107,7 +109,7 @@ def _injected(text: str) -> bool:
     return text.lstrip().lower().startswith(INJECTED_PREFIXES)
 
 
-def _message(item: dict[str, Any], record: dict[str, Any]) -> Message | None:
+def _message(item: dict[str, Any], record: dict[str, Any], calls: Calls) -> Message | None:
     at = parse_time(record.get("timestamp"))
     kind = item.get("type")
     if kind == "message":
@@ -119,12 +121,14 @@ def _message(item: dict[str, Any], record: dict[str, Any]) -> Message | None:
     if kind in TOOL_CALLS:
         name = item.get("name") or ("shell" if kind == "local_shell_call" else "?")
         args = next((item[k] for k in ("arguments", "input", "action") if k in item), "")
+        if isinstance(item.get("call_id"), str):
+            calls[item["call_id"]] = (str(name), args)
         if not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False, sort_keys=True)
         return Message("assistant", at, quote(f"tool {name}", clip(args, TOOL_TEXT_LIMIT)))
     if kind in TOOL_OUTPUTS:
-        text = clip(_output_text(item.get("output")), TOOL_TEXT_LIMIT)
-        return Message("tool", at, quote("tool result", text))
+        call = calls.get(str(item.get("call_id")))
+        return Message("tool", at, tool_result(_output_text(item.get("output")), call))
     return None  # reasoning and item kinds this reader does not know
 
 
@@ -139,7 +143,8 @@ def parse_codex_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[
     """One Codex CLI rollout → one conversation (none when it holds nobody's words)."""
     records = list(jsonl_records(path, max_bytes, "a Codex CLI session rollout"))
     items = [(item, r) for r in records if (item := _item(r)) is not None]
-    messages = tuple(m for m in (_message(item, r) for item, r in items) if m is not None)
+    calls: Calls = {}
+    messages = tuple(m for m in (_message(item, r, calls) for item, r in items) if m is not None)
     if not any(m.speaker == "human" for m in messages):
         return []  # only tool traffic or injected context: nothing anyone said
     meta = _meta(records)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.hygiene.echo import echo_line, own_tool
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES, LoadedDocument, load_text, read_capped
 from memory_pipeline.ingest.turns import TurnText
 from memory_pipeline.metadata import (
@@ -163,9 +164,31 @@ def human_time(stamp: dt.datetime | None) -> str:
     return stamp.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if stamp else "unknown"
 
 
+# Where a clip may end: between words, never inside one. A token cut in two would keep a
+# prefix of it that no secret rule knows any more (docs/hygiene.md).
+_CUT_AT = frozenset(" \t\r\n\"',;:{}[]()<>|\\")
+
+
 def clip(text: str, limit: int) -> str:
     text = text.strip()
-    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+    if len(text) <= limit:
+        return text
+    cut = limit
+    while cut > 0 and text[cut] not in _CUT_AT:
+        cut -= 1
+    return text[:cut].rstrip() + " …"
+
+
+# A session's tool calls by id (tool_use id, Codex call_id): name and arguments, so that a
+# result of the memory's own tool is stored as one line (hygiene.echo).
+Calls = dict[str, tuple[str, Any]]
+
+
+def tool_result(text: str, call: tuple[str, Any] | None) -> str:
+    """A tool's result as stored: clipped, or one line when it came from this memory."""
+    if call is not None and (tool := own_tool(call[0])) is not None:
+        return quote("tool result", echo_line(tool, call[1]))
+    return quote("tool result", clip(text, TOOL_TEXT_LIMIT))
 
 
 def quote(label: str, text: str) -> str:
@@ -193,8 +216,10 @@ def _tool_result_text(content: Any) -> str:
     return ""
 
 
-def _render_blocks(blocks: Iterable[Any]) -> str:
-    """Text blocks verbatim, tool calls and results as short quotes; thinking is left out."""
+def _render_blocks(blocks: Iterable[Any], calls: Calls | None = None) -> str:
+    """Text blocks verbatim, tool calls and results as short quotes; thinking is left out.
+    ``calls`` carries the calls seen so far across a session's messages."""
+    calls = {} if calls is None else calls
     parts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -203,21 +228,24 @@ def _render_blocks(blocks: Iterable[Any]) -> str:
         if kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"].strip())
         elif kind == "tool_use":
+            name = str(block.get("name", "?"))
+            if isinstance(block.get("id"), str):
+                calls[block["id"]] = (name, block.get("input"))
             args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-            parts.append(quote(f"tool {block.get('name', '?')}", clip(args, TOOL_TEXT_LIMIT)))
+            parts.append(quote(f"tool {name}", clip(args, TOOL_TEXT_LIMIT)))
         elif kind == "tool_result":
-            text = clip(_tool_result_text(block.get("content")), TOOL_TEXT_LIMIT)
-            parts.append(quote("tool result", text))
+            call = calls.get(str(block.get("tool_use_id")))
+            parts.append(tool_result(_tool_result_text(block.get("content")), call))
     return "\n\n".join(p for p in parts if p)
 
 
 # ----------------------------------------------------------------- Claude.ai export
-def _claude_ai_message(raw: dict[str, Any]) -> Message | None:
+def _claude_ai_message(raw: dict[str, Any], calls: Calls) -> Message | None:
     speaker = raw.get("sender")
     if speaker not in ("human", "assistant"):
         return None
     blocks = raw.get("content")
-    text = _render_blocks(blocks) if isinstance(blocks, list) and blocks else ""
+    text = _render_blocks(blocks, calls) if isinstance(blocks, list) and blocks else ""
     if not text and isinstance(raw.get("text"), str):
         text = raw["text"].strip()
     for att in raw.get("attachments") or []:
@@ -239,10 +267,13 @@ def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> li
     for raw in data:
         if not isinstance(raw, dict) or not isinstance(raw.get("uuid"), str):
             continue
+        calls: Calls = {}
         messages = tuple(
             m
             for m in (
-                _claude_ai_message(r) for r in raw.get("chat_messages") or [] if isinstance(r, dict)
+                _claude_ai_message(r, calls)
+                for r in raw.get("chat_messages") or []
+                if isinstance(r, dict)
             )
             if m is not None
         )
@@ -331,7 +362,7 @@ def _main_thread(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in reversed(chain) if r.get("type") in ("user", "assistant")]
 
 
-def _claude_code_message(record: dict[str, Any]) -> Message | None:
+def _claude_code_message(record: dict[str, Any], calls: Calls) -> Message | None:
     message = record.get("message")
     if not isinstance(message, dict):
         return None
@@ -339,7 +370,7 @@ def _claude_code_message(record: dict[str, Any]) -> Message | None:
     if isinstance(content, str):
         text = content.strip()
     elif isinstance(content, list):
-        text = _render_blocks(content)
+        text = _render_blocks(content, calls)
     else:
         return None
     if not text:
@@ -358,7 +389,8 @@ def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) ->
     """One session log → one conversation (none when it holds no message)."""
     records = list(jsonl_records(path, max_bytes))
     thread = _main_thread(records)
-    messages = tuple(m for m in (_claude_code_message(r) for r in thread) if m is not None)
+    calls: Calls = {}
+    messages = tuple(m for m in (_claude_code_message(r, calls) for r in thread) if m is not None)
     if not messages:
         return []
     session_id = next(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase, no_document
+from memory_pipeline.store.redactions import add_redactions
 from memory_pipeline.store.rows import batched, content_sha, doc_info, document_row, turns_json
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding
 from memory_pipeline.types import DocumentInfo, NewChunk
@@ -150,8 +151,12 @@ class DocumentQueries(StoreBase):
         vectors: np.ndarray,
         model_id: str,
         tags: Sequence[str] = (),
+        redactions: Mapping[str, int] | None = None,
     ) -> StoredDocument | None:
         """Store a document in place of every other version of its source, in one transaction.
+
+        ``redactions`` (kind → n: what the redaction step took out of it) are counted in
+        the same transaction, so a document stored is a document counted.
 
         Whether the content is already stored, and which versions it replaces, is
         decided inside the write transaction: two writers storing the same file at
@@ -172,6 +177,8 @@ class DocumentQueries(StoreBase):
             for old in older:
                 self._delete_document(s, old)
             ids = self._insert_document(s, doc, chunks, vectors, model_id, tags)
+            if redactions:
+                add_redactions(s, redactions, self.spaces.write)
             return StoredDocument(ids=ids, replaced=older)
 
     def delete_document(self, doc_id: str) -> int:

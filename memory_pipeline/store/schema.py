@@ -172,6 +172,17 @@ class ChunkGeneration(Base):
     generation: Mapped[int] = mapped_column(BigInteger)
 
 
+class Redaction(Base):
+    """How many secrets (by kind) and private spans a space's texts had taken out before
+    they were kept: counted as they are taken, so a later delete does not lower it."""
+
+    __tablename__ = "redactions"
+
+    space: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(48), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+
+
 class IndexVersion(Base):
     __tablename__ = "index_versions"
 

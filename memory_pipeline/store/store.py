@@ -10,6 +10,7 @@ from memory_pipeline.store.changes import ChangeQueries, PendingChanges, Reads
 from memory_pipeline.store.chunks import ChunkQueries
 from memory_pipeline.store.documents import DocumentQueries, StoredDocument
 from memory_pipeline.store.forgetting import ForgettingQueries
+from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
 from memory_pipeline.store.rows import content_sha, now_utc
 from memory_pipeline.store.vectors import VectorQueries
@@ -18,6 +19,12 @@ __all__ = ["PendingChanges", "Reads", "Store", "StoredDocument", "content_sha", 
 
 
 class Store(
-    DocumentQueries, ChunkQueries, VectorQueries, ChangeQueries, ReportQueries, ForgettingQueries
+    DocumentQueries,
+    ChunkQueries,
+    VectorQueries,
+    ChangeQueries,
+    ReportQueries,
+    ForgettingQueries,
+    RedactionQueries,
 ):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""
