@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -177,6 +178,8 @@ class IngestResult:
     reused_vectors: int
     replaced_doc_id: str | None = None
     message: str = ""
+    # What the redaction step took out of the document stored, by kind (none when unchanged).
+    redactions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

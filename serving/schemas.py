@@ -386,4 +386,7 @@ class SystemStatsOut(_Report):
     reranker: str
     reranker_status: McpText
     spaces: McpText  # the server's binding: the space it writes to, those it reads
+    redactions: dict[str, int] = Field(
+        default_factory=dict, description="secrets and private spans taken out before storing"
+    )
     generated_at: dt.datetime

@@ -139,6 +139,13 @@ _HAND = (
     Rule("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"), priority=4),
     Rule("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36,}"), priority=4),
     Rule("stripe-key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9a-zA-Z]{16,}"), priority=4),
+    Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), priority=4),
+    Rule(
+        "aws-secret-key",
+        re.compile(r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})\b"),
+        group=1,
+        priority=4,
+    ),
     Rule("stripe-webhook-secret", re.compile(r"\bwhsec_[0-9a-zA-Z]{24,}"), priority=4),
     Rule("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), priority=4),
     # detect-secrets' JWT pattern ends lazily (its signature part may match empty): the
@@ -239,8 +246,9 @@ _PLACEHOLDER = re.compile(
 )
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 _ASSIGN = re.compile(
-    r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{1,60})["']?\s*(?::=|=>|=|:)[ \t]*"""
-    r"""(?P<q>["'`]?)(?P<value>[^\s"'`,;]{1,500})(?P=q)"""
+    # quotes may come escaped: a tool's input or output quoted as a JSON string
+    r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{1,60})(?:\\?["'])?\s*(?::=|=>|=|:)[ \t]*"""
+    r"""(?P<q>\\?["'`]|)(?P<value>(?:[^\s"'`,;\\]|\\(?![nrt"'\\])){1,500})(?P=q)"""
 )
 
 
@@ -284,7 +292,7 @@ def _assigned_kind(name: str, value: str) -> str | None:
     return kind
 
 
-_QUOTED = re.compile(r"""(?P<q>["'])(?P<value>[A-Za-z0-9+/=_-]{20,200})(?P=q)""")
+_QUOTED = re.compile(r"""(?P<q>\\?["'])(?P<value>[A-Za-z0-9+/=_-]{20,200})(?P=q)""")
 _HEX = re.compile(r"^[0-9a-fA-F-]+$")
 ENTROPY_LIMIT = 4.5  # detect-secrets' default for base64 strings
 
@@ -312,10 +320,16 @@ def _candidates(text: str) -> Iterable[tuple[Finding, int]]:
             if len(value) < 8 or (rule.check is not None and not rule.check(value)):
                 continue
             yield Finding(rule.kind, start, end), rule.priority
-    for match in _ASSIGN.finditer(text):
-        kind = _assigned_kind(match["name"], match["value"])
+    at = 0
+    while (named := _ASSIGN.search(text, at)) is not None:
+        kind = _assigned_kind(named["name"], named["value"])
         if kind is not None:
-            yield Finding(kind, *match.span("value")), 1
+            yield Finding(kind, *named.span("value")), 1
+            at = named.end()
+        else:
+            # ``ok: SESSION_SECRET=…``, ``{"command": "DB_PASSWORD=…"}``: the value of a name
+            # that says nothing may hold a name that does
+            at = max(named.start() + 1, named.start("value"))
     for match in _QUOTED.finditer(text):
         if _high_entropy(match["value"]):
             yield Finding("high-entropy-string", *match.span("value")), 0

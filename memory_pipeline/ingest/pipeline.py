@@ -338,6 +338,7 @@ class Ingestor:
             embedded=len(chunks) - n_reused,
             reused_vectors=n_reused,
             replaced_doc_id=older[-1] if older else None,
+            redactions=dict(planned.prepared.redactions),
         )
 
     def _vectors_for(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -111,6 +112,9 @@ class SyncReport:
     files_deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
+    # what the redaction step took out of the documents stored, by kind (a Counter: ``add``
+    # sums it)
+    redactions: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: SyncReport) -> None:
         """Take in another run's counts (a long import applied file by file)."""
@@ -135,6 +139,7 @@ class SyncReport:
         self.chunks_added += result.chunks
         self.embedded += result.embedded
         self.reused_vectors += result.reused_vectors
+        self.redactions.update(result.redactions)
 
 
 def _sha_or_blank(path: Path) -> str:

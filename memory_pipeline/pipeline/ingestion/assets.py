@@ -131,6 +131,9 @@ def documents_and_chunks(
             "chunks_waiting_for_index": system.waiting_for_index(),
             "vectors_embedded": report.embedded,
             "vectors_reused": report.reused_vectors,
+            # what the redaction step took out of the texts stored (docs/hygiene.md)
+            "redacted_total": sum(report.redactions.values()),
+            "redacted_by_kind": dg.MetadataValue.json(dict(sorted(report.redactions.items()))),
         },
     )
 
