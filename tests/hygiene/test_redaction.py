@@ -177,3 +177,31 @@ def test_a_name_that_says_secret_is_found_inside_quoted_and_chained_text(
     text: str, kept: str
 ) -> None:
     assert Redactor().redact(text).text == kept
+
+
+def test_detect_secrets_own_patterns_load_from_the_installed_library() -> None:
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+
+    from memory_pipeline.hygiene.secrets import _PLUGINS, _RULES
+
+    library = [r for r in _RULES if r.priority == 3]
+    assert len(_PLUGINS) == 22 and len(library) >= len(_PLUGINS)
+    assert {r.pattern for r in library} >= set(GitHubTokenDetector.denylist)
+
+
+def test_a_tag_that_holds_a_secret_is_refused_without_repeating_it(tmp_path: Path) -> None:
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.errors import InvalidInputError
+    from memory_pipeline.system import MemorySystem
+    from tests.conftest import make_settings
+
+    token = Maker(11).secrets()[1].value
+    system = MemorySystem(make_settings(tmp_path), embedder=HashingEmbedder())
+    try:
+        with pytest.raises(InvalidInputError) as refused:
+            system.ingest_text("a note", "note", {"tags": ["ok", token]})
+        assert "tag 2 of 2 looks like a secret (github-token)" in str(refused.value)
+        assert token not in str(refused.value) and token[:12] not in str(refused.value)
+        assert system.counts()["documents"] == 0
+    finally:
+        system.close()
