@@ -13,9 +13,16 @@ import os
 import sys
 from pathlib import Path
 
-from memory_pipeline.alerts import LOG_ENV, Alert, AlertLog, alert_log_path
-from memory_pipeline.cli.flags import positive_int
-from memory_pipeline.config import variable
+from memory_pipeline.alerts import (
+    LOG_ENV,
+    LOG_NAME,
+    Alert,
+    AlertLog,
+    alert_log_path,
+    default_log_path,
+)
+from memory_pipeline.cli.flags import positive_int, shown
+from memory_pipeline.config import Settings, variable
 
 DEFAULT_LIMIT = 50
 _COLUMNS = ("time", "kind", "subject", "state", "message", "delivered")
@@ -92,8 +99,14 @@ def register(
         type=positive_int,
         default=DEFAULT_LIMIT,
         metavar="N",
-        help=f"show the last N alerts (default {DEFAULT_LIMIT})",
+        help="show the last N alerts (default %(default)s)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--log", metavar="PATH", help=f"the alert log to read (default: {LOG_ENV})")
+    p.add_argument(
+        "--log",
+        metavar="PATH",
+        help=f"the alert log to read (default: {LOG_ENV}, else {LOG_NAME} beside the index "
+        f"folder: {shown(default_log_path(Settings().index_path))} unless --index or "
+        f"{variable('index_path')} is set)",
+    )
     p.set_defaults(func=cmd_alerts)

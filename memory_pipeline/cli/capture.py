@@ -34,6 +34,8 @@ EVENTS = ("SessionEnd", "PreCompact")
 #: Claude Code shows a hook's stderr for exit codes other than 0 and 2 and goes on.
 NOT_BLOCKING = 1
 WORKER = ("-m", "memory_pipeline.cli", "capture", "--drain")
+#: The space a session goes to when --space is not given (``hook_space``).
+SPACE_DEFAULT = f"{SPACE_VARIABLE}, else the name of the folder the hook payload gives as cwd"
 
 
 def hook_space(cwd: str, flag: str | None, env: Mapping[str, str]) -> str:

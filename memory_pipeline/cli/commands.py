@@ -25,12 +25,11 @@ from memory_pipeline.cli import recall as recall_cli
 from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
-from memory_pipeline.cli.flags import iso_day
+from memory_pipeline.cli.flags import iso_day, setting, shown, storage_flags
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryPipelineError
-from memory_pipeline.index.backends.names import BACKENDS
-from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.locations import OLD_DB, OLD_INDEX, data_dir
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K, MAX_REWRITES, day_start
 from memory_pipeline.spaces import Spaces
@@ -257,34 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for AI agents: ingest documents, search them hybrid "
         "(dense + BM25), keep the index fresh.",
         epilog="Storage comes from HYBRID_RAG_DB_PATH / HYBRID_RAG_INDEX_PATH / "
-        "HYBRID_RAG_DATABASE_URL unless given as flags.",
+        "HYBRID_RAG_DATABASE_URL unless given as flags, else from the user's data folder "
+        f"({shown(data_dir())}); a memory the old defaults left in the current folder "
+        f"({OLD_DB}, {OLD_INDEX}/) is still used, with a notice.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="SQLite file (default: hybrid_rag.db)")
-    common.add_argument("--index", help="index folder (default: indices)")
-    common.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql://…")
-    common.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="where the index lives (default: local, or HYBRID_RAG_INDEX_BACKEND); "
-        "rebuild-index --backend pgvector fills a new backend from the stored vectors",
-    )
-    common.add_argument(
-        "--model",
-        help="embedding model name or path (default: multilingual-e5-small; "
-        "'hashing' for a fast non-semantic test embedder)",
-    )
-    common.add_argument(
-        "--space",
-        help="memory space to write to and search (default: HYBRID_RAG_SPACE, else 'default')",
-    )
-    common.add_argument(
-        "--read-space",
-        action="append",
-        metavar="SPACE",
-        help="another space to read as well, e.g. shared (repeatable; default: "
-        "HYBRID_RAG_READ_SPACES)",
+    common = storage_flags(
+        space_also={"setup": setup_cli.SPACE_DEFAULT, "capture": capture_cli.SPACE_DEFAULT},
+        read_spaces_also={"setup": setup_cli.READ_SPACES_DEFAULT},
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -315,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--top-k",
         type=int,
         default=DEFAULT_TOP_K,
-        help=f"chunks to return (default {DEFAULT_TOP_K})",
+        help="chunks to return (default %(default)s)",
     )
     p.add_argument("--tag", action="append", help="only chunks with this tag (repeatable: all)")
     p.add_argument("--knowledge-type", action="append", choices=[k.value for k in KnowledgeType])
@@ -340,17 +319,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--time-weight",
         type=float,
-        help=f"memory axis: weight of freshness (default {MemoryParams.time_weight})",
+        help=f"memory axis: weight of freshness (default: {setting('time_weight')})",
     )
     p.add_argument(
         "--freq-weight",
         type=float,
-        help=f"memory axis: weight of access count (default {MemoryParams.freq_weight})",
+        help=f"memory axis: weight of access count (default: {setting('freq_weight')})",
     )
     p.add_argument(
         "--importance-threshold",
         type=float,
-        help=f"memory axis: importance cutoff (default {MemoryParams.importance_threshold})",
+        help=f"memory axis: importance cutoff (default: {setting('importance_threshold')})",
     )
     p.set_defaults(func=cmd_search)
 

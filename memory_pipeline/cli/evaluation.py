@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory_pipeline.cli.flags import non_negative_float
+from memory_pipeline.cli.flags import non_negative_float, setting, shown
+from memory_pipeline.config import Settings, variable
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.locations import cache_dir
 
 if TYPE_CHECKING:
-    from memory_pipeline.config import Settings
     from memory_pipeline.embedding.base import Embedder
     from memory_pipeline.evaluation.results import EvalRun
     from memory_pipeline.system import MemorySystem
@@ -26,6 +27,7 @@ MakeSystem = Callable[[argparse.Namespace], "MemorySystem"]
 
 DEFAULT_GOLDEN = Path("eval/golden_queries.yaml")
 DEFAULT_REPORTS = Path("eval/reports")
+DEFAULT_K_VALUES = (1, 3, 5, 10)
 
 
 def _k_values(text: str) -> list[int]:
@@ -81,6 +83,7 @@ def register(
         description="Evaluate retrieval: Precision/Recall/nDCG/Hit Rate at k, MRR, authority "
         "rank and noise rate, for several retrieval configurations in one run.",
     )
+    defaults = Settings().ingest
     src = p.add_mutually_exclusive_group()
     src.add_argument("--golden", type=Path, help=f"golden set YAML (default: {DEFAULT_GOLDEN})")
     src.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
@@ -101,20 +104,21 @@ def register(
         "--turn-context",
         type=_turn_context,
         metavar="BEFORE,AFTER",
-        help="LoCoMo: neighbouring turns indexed with each turn (default: the settings', "
-        "HYBRID_RAG_TURN_CONTEXT_BEFORE/AFTER)",
+        help="LoCoMo: neighbouring turns indexed with each turn (default: "
+        f"{variable('turn_context_before')} and {variable('turn_context_after')}, else "
+        f"{defaults.turn_context_before},{defaults.turn_context_after})",
     )
     p.add_argument(
         "--turn-dates",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="LoCoMo: index the dates that relative times mean (default: HYBRID_RAG_TURN_DATES)",
+        help=f"LoCoMo: index the dates that relative times mean (default: {setting('turn_dates')})",
     )
     p.add_argument(
         "--turn-vectors",
         choices=("blended", "joined"),
         help="LoCoMo: a turn's vector blended from its own and its neighbours' embeddings, or "
-        "the embedding of its whole index text (default: HYBRID_RAG_TURN_VECTORS)",
+        f"the embedding of its whole index text (default: {setting('turn_vectors')})",
     )
     p.add_argument(
         "--question-now",
@@ -131,16 +135,24 @@ def register(
         help="more corpus JSONL joined to the BEIR corpus, e.g. distractors (repeatable; "
         "a bare file name is looked up in the BEIR folder)",
     )
-    p.add_argument("--split", default="test", help="qrels split (default: test)")
+    p.add_argument("--split", default="test", help="qrels split (default: %(default)s)")
     p.add_argument(
         "--max-docs", type=int, help="BEIR: keep the judged documents plus others up to N"
     )
     p.add_argument(
         "--max-queries", type=int, help="evaluate N queries (BEIR: picked evenly; golden: first N)"
     )
-    p.add_argument("--k-values", type=_k_values, default=[1, 3, 5, 10], help="default: 1,3,5,10")
     p.add_argument(
-        "--authority-window", type=int, default=10, help="rank window for authority documents"
+        "--k-values",
+        type=_k_values,
+        default=list(DEFAULT_K_VALUES),
+        help=f"default: {','.join(map(str, DEFAULT_K_VALUES))}",
+    )
+    p.add_argument(
+        "--authority-window",
+        type=int,
+        default=10,
+        help="rank window for authority documents (default %(default)s)",
     )
     p.add_argument(
         "--config",
@@ -150,7 +162,12 @@ def register(
         "hybrid+memory,hybrid+mmr, or 'all' (default: all); hybrid-rrf is hybrid with "
         "reciprocal rank fusion instead of the configured fusion",
     )
-    p.add_argument("--output-dir", type=Path, default=DEFAULT_REPORTS, help="report folder")
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=DEFAULT_REPORTS,
+        help="report folder (default: %(default)s)",
+    )
     p.add_argument("--compare", type=Path, help="an earlier JSON report to compare with")
     p.add_argument(
         "--max-drop",
@@ -158,7 +175,13 @@ def register(
         help="with --compare: exit 1 if nDCG@10 or Recall@10 (or @max k without 10) "
         "dropped by more than this",
     )
-    p.add_argument("--cache-dir", type=Path, help="BEIR memories (default: ~/.cache/…/eval)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        # evaluation.beir.default_eval_cache(), not imported to build the parser (it loads
+        # the whole system); tests/cli/test_help_defaults.py holds the two together.
+        help=f"BEIR and LoCoMo memories (default: {shown(cache_dir() / 'eval')})",
+    )
     p.add_argument(
         "--embed-budget",
         type=non_negative_float,
@@ -174,8 +197,6 @@ def register(
 
 def _embedder(model: str | None, progress: bool) -> tuple[Embedder, Settings]:
     """The configured embedder, or the one ``--model`` names ('hashing': the test one)."""
-    from memory_pipeline.config import Settings
-
     settings = Settings.from_env()
     if model:
         settings = settings.replace(model=model)

@@ -7,14 +7,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from memory_pipeline.cli.flags import add_all_spaces
-from memory_pipeline.config import Settings, variable
-from memory_pipeline.memory.scoring import (
-    DEFAULT_GRACE_DAYS,
-    DEFAULT_MAX_FRACTION,
-    DEFAULT_SCORE_THRESHOLD,
-    MemoryParams,
-)
+from memory_pipeline.cli.flags import add_all_spaces, setting
+from memory_pipeline.config import Settings
+from memory_pipeline.memory.scoring import MemoryParams
 
 if TYPE_CHECKING:
     from memory_pipeline.memory.forgetting import ForgettingReport, RestoreReport
@@ -109,33 +104,37 @@ def register(
         "--dry-run", dest="apply", action="store_false", help="only report (the default)"
     )
     p.add_argument(
-        "--time-weight", type=float, help="weight of freshness (default: the configured one)"
+        "--time-weight",
+        type=float,
+        help=f"weight of freshness (default: {setting('time_weight')})",
     )
     p.add_argument(
-        "--freq-weight", type=float, help="weight of access frequency (default: configured)"
+        "--freq-weight",
+        type=float,
+        help=f"weight of access frequency (default: {setting('freq_weight')})",
     )
     p.add_argument(
         "--importance-threshold",
         type=float,
-        help="importance below this is cut; unset importance always passes (default: configured)",
+        help="importance below this is cut; unset importance always passes "
+        f"(default: {setting('importance_threshold')})",
     )
     p.add_argument(
         "--score-threshold",
         type=float,
-        help="memory value below this is forgotten (default: the configured one, "
-        f"{variable('score_threshold')}, {DEFAULT_SCORE_THRESHOLD} unless set)",
+        help=f"memory value below this is forgotten (default: {setting('score_threshold')})",
     )
     p.add_argument(
         "--max-fraction",
         type=float,
-        help="refuse to archive more than this share of live chunks in one run (default: "
-        f"{variable('max_fraction')}, {DEFAULT_MAX_FRACTION} unless set)",
+        help="refuse to archive more than this share of live chunks in one run "
+        f"(default: {setting('max_fraction')})",
     )
     p.add_argument(
         "--grace-days",
         type=float,
         help="days after ingest or the last access in which no chunk is forgotten for its "
-        f"score (default: {variable('grace_days')}, {DEFAULT_GRACE_DAYS:g} unless set)",
+        f"score (default: {setting('grace_days')})",
     )
     p.add_argument("--force", action="store_true", help="archive even above --max-fraction")
     add_all_spaces(p, "score (and with --apply, archive) the chunks of")

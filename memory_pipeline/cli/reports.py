@@ -150,13 +150,13 @@ def register(
         "--threshold",
         type=_unit_interval,
         default=0.95,
-        help="cosine at or above which two chunks count as near-duplicates (default 0.95)",
+        help="cosine at or above which two chunks count as near-duplicates (default %(default)s)",
     )
     p.add_argument(
         "--max-pairs",
         type=positive_int,
         default=1000,
-        help="keep the strongest N pairs (default 1000)",
+        help="keep the strongest N pairs (default %(default)s)",
     )
     p.add_argument("--output", metavar="REPORT.json", help="also write the report as JSON here")
     p.add_argument("--json", action="store_true", help="machine-readable output")

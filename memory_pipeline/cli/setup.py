@@ -36,6 +36,10 @@ HOOK_TIMEOUT = 30
 #: The model is unpacked once into the cache; a server must never wait on the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 CLIENTS = ("claude-code",)
+#: What the server writes to and reads when --space / --read-space is not given (the
+#: environment's HYBRID_RAG_SPACE and HYBRID_RAG_READ_SPACES are not written into it).
+SPACE_DEFAULT = "the name of this folder"
+READ_SPACES_DEFAULT = "none"
 
 
 @dataclass(frozen=True)
