@@ -103,9 +103,7 @@ async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
                 }
             ],
         ),
-        record(
-            3, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": returned}]
-        ),
+        record(3, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": returned}]),
         record(4, "assistant", [{"type": "text", "text": "A second sync gives up on the lock."}]),
     ]
     transcript = tmp_path / "claude" / "echo.jsonl"
