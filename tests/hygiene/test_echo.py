@@ -23,8 +23,6 @@ from memory_pipeline.sources.status import conversation_source
 from serving.harness import stdio_params, structured
 from tests.capture.helpers import cli, hook_env, memory, payload, spool_of, wait_idle
 
-pytestmark = pytest.mark.anyio
-
 NOTE = """---
 knowledge_type: principle
 importance: 0.9
@@ -57,6 +55,7 @@ def record(n: int, role: str, content: Any, **more: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.anyio
 async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
     tmp_path: Path,
 ) -> None:
@@ -125,3 +124,145 @@ async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
         assert not [word for word in FROM_MEMORY if word in stored]
         assert "memory-recall" not in stored
         assert system.system_stats().redactions.get("memory-recall") == 1
+
+
+RESULT = "The ledger write takes the quetzalcoatl flock before every sync."
+
+
+def _claude_code(folder: Path) -> Path:
+    call = {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "mcp__notes__hybrid_search",
+        "input": {"query": "ledger lock"},
+    }
+    done = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [{"type": "text", "text": RESULT}],
+    }
+    rows = [
+        record(0, "user", "How is the ledger locked?"),
+        record(1, "assistant", [call]),
+        record(2, "user", [done]),
+    ]
+    path = folder / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _codex(folder: Path) -> Path:
+    def item(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": "2026-11-21T09:00:00Z", "type": "response_item", "payload": payload}
+
+    rows = [
+        {"timestamp": "2026-11-21T09:00:00Z", "type": "session_meta", "payload": {"id": "cx"}},
+        item(
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "How is the ledger locked?"}],
+            }
+        ),
+        item(
+            {
+                "type": "function_call",
+                "name": "notes__hybrid_search",
+                "call_id": "c1",
+                "arguments": json.dumps({"query": "ledger lock"}),
+            }
+        ),
+        item({"type": "function_call_output", "call_id": "c1", "output": RESULT}),
+    ]
+    path = folder / "rollout-2026-11-21T09-00-00-cx.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _chatgpt(folder: Path) -> Path:
+    def message(n: int, role: str, text: str, **more: Any) -> dict[str, Any]:
+        return {
+            "id": f"m{n}",
+            "author": {"role": role, **more.pop("author", {})},
+            "create_time": 1763715600.0 + n,
+            "content": {"content_type": "text", "parts": [text]},
+            "recipient": more.pop("recipient", "all"),
+        }
+
+    msgs = [
+        message(0, "user", "How is the ledger locked?"),
+        message(1, "assistant", '{"query": "ledger lock"}', recipient="memory.hybrid_search"),
+        message(2, "tool", RESULT, author={"name": "memory.hybrid_search"}),
+    ]
+    mapping = {
+        m["id"]: {"id": m["id"], "message": m, "parent": f"m{n - 1}" if n else None}
+        for n, m in enumerate(msgs)
+    }
+    path = folder / "conversations.json"
+    path.write_text(
+        json.dumps([{"id": "g", "title": "t", "mapping": mapping, "current_node": "m2"}])
+    )
+    return path
+
+
+def _claude_ai(folder: Path) -> Path:
+    blocks = [
+        {
+            "type": "tool_use",
+            "id": "u1",
+            "name": "hybrid_search",
+            "input": {"query": "ledger lock"},
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "u1",
+            "content": [{"type": "text", "text": RESULT}],
+        },
+    ]
+    chat = [
+        {
+            "uuid": "a",
+            "sender": "human",
+            "created_at": "2026-11-21T09:00:00Z",
+            "text": "How is the ledger locked?",
+            "content": [{"type": "text", "text": "How is the ledger locked?"}],
+        },
+        {
+            "uuid": "b",
+            "sender": "assistant",
+            "created_at": "2026-11-21T09:00:01Z",
+            "text": "",
+            "content": blocks,
+        },
+    ]
+    export = [
+        {
+            "uuid": "ca",
+            "name": "t",
+            "created_at": "2026-11-21T09:00:00Z",
+            "updated_at": "2026-11-21T09:00:01Z",
+            "chat_messages": chat,
+        }
+    ]
+    path = folder / "claude-ai.json"
+    path.write_text(json.dumps(export))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "codex", "chatgpt", "claude_ai"])
+def test_each_format_keeps_the_call_and_stores_its_result_as_one_line(
+    fmt: str, tmp_path: Path
+) -> None:
+    from memory_pipeline.sources.status import READERS, SourceKind
+
+    write = {
+        "claude_code": _claude_code,
+        "codex": _codex,
+        "chatgpt": _chatgpt,
+        "claude_ai": _claude_ai,
+    }
+    [conv] = READERS[SourceKind(fmt)](write[fmt](tmp_path))
+    text = conv.to_markdown()
+    assert "How is the ledger locked?" in text
+    assert "hybrid_search" in text and "quetzalcoatl" not in text
+    assert '[memory hybrid_search for "ledger lock": its result came from this memory' in text

@@ -110,6 +110,7 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
     chunks = meta(result, "chunks")
     assert chunks["chunks_added"] == chunks["chunks_total"] > 0
     assert chunks["vectors_embedded"] == chunks["chunks_added"]
+    assert (chunks["redacted_total"], chunks["redacted_by_kind"]) == (0, {})
 
     emb = meta(result, "embeddings")
     assert emb["model_id"] == "hashing-bow-384" and emb["dim"] == 384
@@ -149,7 +150,10 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
 def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus) -> None:
     assert materialize(corpus).success
     note, gone = corpus.notes / "decay.md", corpus.notes / "fusion.md"
-    note.write_text(note.read_text() + "\n\nA new paragraph on access frequency boosts.")
+    note.write_text(
+        note.read_text() + "\n\nA new paragraph on access frequency boosts.\n\n"
+        "DB_PASSWORD=Xq7rT2vLp9Wk <private>not for the memory</private>"
+    )
     gone.unlink()
     config = {"ops": {"source_files": {"config": {"paths": [str(note)], "deleted": [str(gone)]}}}}
     result = materialize(corpus, config)
@@ -162,6 +166,9 @@ def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus)
     assert docs["documents_total"] == 4
     chunks = meta(result, "chunks")
     assert chunks["chunks_removed"] > 0 and chunks["chunks_added"] > 0
+    # what the redaction step took out of the changed note, by kind (docs/hygiene.md)
+    assert chunks["redacted_total"] == 2
+    assert chunks["redacted_by_kind"] == {"password": 1, "private": 1}
     index = meta(result, "search_index")
     assert index["index_version"] == 2 and index["update_kind"] == "update"
     assert index["chunks_removed"] == chunks["chunks_removed"]
