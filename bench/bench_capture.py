@@ -1,6 +1,7 @@
 """Capture and backfill: how long the Claude Code hook takes, and how fast ``import`` is.
 
-Run by hand: ``python bench/bench_capture.py [--model hashing] [--runs 20]``.
+Run by hand: ``python bench/bench_capture.py [--model hashing] [--runs 20]
+[--redaction-rounds 3]``.
 
 * hook: ``memory-pipeline capture`` run as Claude Code runs it (the console script, the
   hook's JSON on stdin) ``--runs`` times; wall time from start to exit, p50 and p95. The
@@ -15,6 +16,16 @@ Run by hand: ``python bench/bench_capture.py [--model hashing] [--runs 20]``.
   over it in this process, in a fresh memory: turns per second, and the share of the
   import's time spent outside the model (the embedder's ``embed_documents`` is timed).
 
+* redaction (``--redaction-rounds N``, instead of the two above): the same backfill with
+  ``HYBRID_RAG_REDACT=on`` and ``=off`` side by side in one run, each in a fresh memory,
+  ``N`` rounds in alternation (the first to run changes each round, so a drifting load
+  favours neither), with the load average before each import. Printed per round and as
+  medians: wall time, the time outside the model, and on/off for both; the difference
+  outside the model is the redaction's own cost (the model's time, the same work either
+  way, is what a shared machine moves most). Target: on at most 10% slower than off.
+  ``--model hashing`` leaves out the model, so what remains is the rest of the
+  ingestion, which the redaction is a part of (its worst case).
+
 The memory lives in a temporary folder (``XDG_DATA_HOME``); models come from the usual
 cache. ``uptime``'s load is printed before and after: the machine may be shared.
 """
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import os
 import statistics
@@ -201,13 +213,70 @@ def bench_import(work: Path) -> dict[str, float]:
     return {"turns": turns, "wall": wall, "model": model}
 
 
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def bench_redaction(work: Path, rounds: int) -> None:
+    """The backfill with redaction on and off, alternately, each in a fresh memory."""
+    from memory_pipeline.config import Settings
+
+    seconds: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    for n in range(rounds):
+        order = ("on", "off") if n % 2 == 0 else ("off", "on")
+        for mode in order:
+            os.environ["HYBRID_RAG_REDACT"] = mode
+            os.environ["XDG_DATA_HOME"] = str(work / f"data-{mode}-{n}")
+            assert Settings.from_env().ingest.redact == mode
+            before = load()
+            gc.collect()
+            r = bench_import(work)
+            seconds[mode].append((r["wall"], r["wall"] - r["model"]))
+            print(
+                f"round {n + 1}, redaction {mode:>3}: {r['wall']:.2f} s, "
+                f"{r['wall'] - r['model']:.2f} s outside the model, "
+                f"{r['turns'] / r['wall']:.0f} turns/s (load before: {before})",
+                flush=True,
+            )
+    os.environ.pop("HYBRID_RAG_REDACT")
+    on_wall = statistics.median(w for w, _ in seconds["on"])
+    off_wall = statistics.median(w for w, _ in seconds["off"])
+    on_rest = statistics.median(o for _, o in seconds["on"])
+    off_rest = statistics.median(o for _, o in seconds["off"])
+    pairs = [a[0] / b[0] for a, b in zip(seconds["on"], seconds["off"], strict=True)]
+    print(
+        f"median of {rounds}: on {on_wall:.2f} s, off {off_wall:.2f} s, "
+        f"on/off {on_wall / off_wall:.3f} (per round {', '.join(f'{p:.3f}' for p in pairs)}); "
+        f"outside the model on {on_rest:.2f} s, off {off_rest:.2f} s, "
+        f"on/off {on_rest / off_rest:.3f}"
+    )
+    # The model's time is the same work on and off, but on a shared machine it moves most:
+    # the difference outside the model is the redaction's own cost, with less noise.
+    extra = on_rest - off_rest
+    print(
+        f"redaction's own cost (difference outside the model): {extra:+.2f} s, "
+        f"{extra / off_wall:+.1%} of off's wall time → on/off {(off_wall + extra) / off_wall:.3f}"
+    )
+    print("target: on/off ≤ 1.10")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="embedding model (default: the settings' default)")
     parser.add_argument("--runs", type=int, default=20, help="hook runs, at least 2 (default 20)")
+    parser.add_argument(
+        "--redaction-rounds",
+        type=int,
+        metavar="N",
+        help="instead of the hook and one backfill: the backfill with HYBRID_RAG_REDACT=on "
+        "and =off side by side, N rounds in alternation, and their ratio",
+    )
     args = parser.parse_args()
     if args.runs < 2:
         parser.error("--runs must be at least 2: a p95 needs two runs")
+    if args.redaction_rounds is not None and args.redaction_rounds < 1:
+        parser.error("--redaction-rounds must be at least 1")
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
         work = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRID_RAG_")}
@@ -215,6 +284,14 @@ def main() -> int:
         env["PYTHONPATH"] = str(ROOT)
         if args.model:
             env["HYBRID_RAG_EMBEDDING_MODEL"] = args.model
+        if args.redaction_rounds:
+            for key in [k for k in os.environ if k.startswith("HYBRID_RAG_")]:
+                del os.environ[key]
+            os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
+            print(f"load before: {load()}")
+            bench_redaction(work, args.redaction_rounds)
+            print(f"load after: {load()}")
+            return 0
         print(f"load before: {uptime()}")
         hook, bare = bench_hook(args.runs, work, env)
         for name, seconds in (("hook (memory-pipeline capture)", hook), ("python -c pass", bare)):
