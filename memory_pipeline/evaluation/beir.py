@@ -186,8 +186,16 @@ def default_eval_cache() -> Path:
 
 
 def memory_path(ds: BeirDataset, model_id: str, settings: Settings, cache_root: Path) -> Path:
+    ingest = settings.ingest
+    # The redaction step changes what is stored only when it is not the default (on, no
+    # allow-list): a memory built either way is kept apart from the other.
+    redaction = (
+        ""
+        if (ingest.redact, ingest.redact_allow) == ("on", "")
+        else (f"|redact={ingest.redact}|allow={ingest.redact_allow}")
+    )
     key = hashlib.sha256(
-        f"{ds.fingerprint()}|{_LAYOUT}|{settings.ingest.max_chunk_size}|{settings.ingest.chunk_overlap}".encode()
+        f"{ds.fingerprint()}|{_LAYOUT}|{ingest.max_chunk_size}|{ingest.chunk_overlap}{redaction}".encode()
     ).hexdigest()[:16]
     return cache_root / f"{key}-{_slug(model_id)}"
 

@@ -27,16 +27,30 @@ def fence(block: str) -> str:
     return f"<memory-recall>\n{block.rstrip()}\n</memory-recall>\n"
 
 
-def _patterns(tag: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+def _patterns(tag: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     flags = re.IGNORECASE
-    return (
-        re.compile(rf"<{tag}\s*>.*?</{tag}\s*>", flags | re.DOTALL),
-        re.compile(rf"<{tag}\s*>", flags),
-        re.compile(rf"</{tag}\s*>", flags),
-    )
+    return re.compile(rf"<{tag}\s*>", flags), re.compile(rf"</{tag}\s*>", flags)
 
 
 _PATTERNS = {tag: _patterns(tag) for tag in TAGS}
+
+
+def _drop(text: str, opening: re.Pattern[str], closing: re.Pattern[str]) -> tuple[str, int]:
+    """One tag's spans out of ``text``, reading it once: each opening tag to the next
+    closing tag, or (none left) to the end; then any stray closing tag."""
+    kept: list[str] = []
+    spans = at = 0
+    while (start := opening.search(text, at)) is not None:
+        kept.append(text[at : start.start()])
+        spans += 1
+        end = closing.search(text, start.end())
+        if end is None:
+            at = len(text)
+            break
+        at = end.end()
+    kept.append(text[at:])
+    text, stray = closing.subn("", "".join(kept))
+    return text, spans + stray
 
 
 def drop_spans(text: str) -> tuple[str, Counter[str]]:
@@ -44,20 +58,12 @@ def drop_spans(text: str) -> tuple[str, Counter[str]]:
     counts: Counter[str] = Counter()
     if "<" not in text:
         return text, counts  # the common case, without a regex pass
-    lowered = text.lower()
     for tag, kind in TAGS.items():
-        if tag not in lowered:
+        if tag not in text.lower():
             continue
-        span, opening, closing = _PATTERNS[tag]
-        text, spans = span.subn("", text)
-        unclosed = opening.search(text)
-        if unclosed is not None:
-            text = text[: unclosed.start()]
-            spans += 1
-        text, stray = closing.subn("", text)
-        if spans + stray:
-            counts[kind] += spans + stray
-        lowered = text.lower()
+        text, dropped = _drop(text, *_PATTERNS[tag])
+        if dropped:
+            counts[kind] += dropped
     return text, counts
 
 

@@ -94,6 +94,10 @@ def test_memory_is_cached_by_corpus_model_and_chunking(tmp_path: Path) -> None:
     assert full.path.name.endswith("-hashing-bow-384")
     assert memory_path(ds, emb.model_id, Settings(max_chunk_size=128), cache) != full.path
     assert memory_path(ds, "other-model", settings, cache) != full.path
+    # a memory built without redaction, or with an allow-list, is kept apart
+    assert memory_path(ds, emb.model_id, settings.replace(redact="off"), cache) != full.path
+    allowing = settings.replace(redact_allow="x" * 20)
+    assert memory_path(ds, emb.model_id, allowing, cache) != full.path
 
 
 class CountingEmbedder(HashingEmbedder):

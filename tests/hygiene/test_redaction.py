@@ -205,3 +205,103 @@ def test_a_tag_that_holds_a_secret_is_refused_without_repeating_it(tmp_path: Pat
         assert system.counts()["documents"] == 0
     finally:
         system.close()
+
+
+def test_every_name_that_says_secret_holds_a_keyword_of_the_prefilter() -> None:
+    from memory_pipeline.hygiene.secrets import _NAME_KEYWORDS, _NAME_WORDS
+
+    assert [w for w in _NAME_WORDS if not any(k in w for k in _NAME_KEYWORDS)] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # words of code: type annotations, keyword arguments passed through, constants
+        "file_secret_settings: PydanticBaseSettingsSource,",
+        "token_counter=token_counter, entity_mask2_token=entity_mask2_token,",
+        'LAST_UPDATED_TIMESTAMP_METADATA_KEY = "dagster/last_updated_timestamp"',
+        "- {key: memory_pipeline/writer, limit: 1}",
+        "pass :paramref:`_sa.create_engine.json_serializer` to",
+        # values to fill in
+        "mysql+pymysql://<username>:<password>@<host>/<dbname>",
+        "DB_PASSWORD=${DB_PASSWORD}",
+        "api_token: {{ api_token }}",
+        # names of models and alphabets, quoted
+        'AutoTokenizer.from_pretrained("naver-hyperclovax/HyperCLOVAX-SEED-Think-14B")',
+        '_PDB_CHAIN_TAGS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"',
+    ],
+)
+def test_code_and_placeholders_are_not_secrets(text: str) -> None:
+    done = Redactor().redact(text)
+    assert (done.text, dict(done.counts)) == (text, {})
+
+
+def test_this_project_s_own_code_and_docs_hold_no_secret() -> None:
+    """A code corpus: the redaction step leaves all of it as it is (``<private>`` is
+    written literally in the docs that explain it)."""
+    root = Path(__file__).resolve().parents[2]
+    paths = [
+        p
+        for folder in ("memory_pipeline", "serving", "docs", "bench")
+        for p in sorted((root / folder).rglob("*"))
+        if p.suffix in (".py", ".md", ".yaml")
+        and "hygiene" not in p.parts
+        and "_build" not in p.parts
+    ]
+    assert len(paths) > 150
+    found = {}
+    for path in paths:
+        counts = Redactor().redact(path.read_text(encoding="utf-8")).counts
+        counts.pop("private", None)
+        counts.pop("memory-recall", None)
+        if counts:
+            found[str(path.relative_to(root))] = dict(counts)
+    assert found == {}
+
+
+def test_few_random_tokens_pass_for_words_of_code() -> None:
+    """The price of precision on code: a random token that happens to read as an
+    identifier (letters, then a few digits) is kept. Seeded, so the figures are fixed;
+    docs/hygiene.md quotes them."""
+    import random
+    import string
+
+    from memory_pipeline.hygiene.secrets import _identifier
+
+    rng = random.Random(0)
+    alphabet = string.ascii_letters + string.digits
+
+    def share(length: int, n: int = 20_000) -> float:
+        return sum(_identifier("".join(rng.choices(alphabet, k=length))) for _ in range(n)) / n
+
+    assert share(12) < 0.05 and share(16) < 0.02 and share(24) < 0.005
+
+
+# Texts made to stall a pattern: one prefix many times over, a long run of one character.
+STALLERS = [
+    "password_",
+    "key ",
+    "key" + " " * 50,
+    "eyJ",
+    "sk-ant-",
+    "sk-proj-a",
+    "AKC",
+    "pypi-AgEIcHlwaS5vcmc",
+    "ACCOUNTKEY=",
+    "-----BEGIN PRIVATE KEY-----\n",
+    "PuTTY-User-Key-File-2: ",
+    "://a:",
+    "<private>",
+    '\\"api_key\\": \\"',
+    "AbcAbc",
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("unit", STALLERS)
+def test_a_text_made_to_stall_the_rules_is_read_in_linear_time(unit: str) -> None:
+    """Every rule reads a text in time linear in its length: a pattern that took quadratic
+    time here (detect-secrets' own JWT, OpenAI and npm patterns, its keyword patterns'
+    three runs of spaces) would take minutes on these 0.5 MB and fail by the timeout."""
+    text = unit * (500_000 // len(unit)) + " T3BlbkFJ _authToken -----END PRIVATE KEY-----"
+    Redactor().redact(text)
