@@ -10,6 +10,7 @@ does not exist for that process: its ids behave like ids that were never stored.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,3 +95,105 @@ def derived_space(folder: Path) -> str:
             f"no space name can be made from the folder name {folder.name!r}; pass --space NAME"
         )
     return check_space(name)
+
+
+#: The characters of a root's mark (``project_space``): hex of the SHA-256 of its path.
+MARK_CHARS = 6
+#: The server entry whose space a project's ``.mcp.json`` names (``cli.setup.SERVER_NAME``).
+SERVER_NAME = "hybrid-rag"
+MCP_FILE = ".mcp.json"
+
+
+@dataclass(frozen=True)
+class ProjectSpace:
+    """The space of the project a folder belongs to, its root, and how it was decided."""
+
+    name: str
+    root: Path
+    how: str
+
+
+def repository_root(folder: Path) -> Path:
+    """The root of the project ``folder`` is in: the top of its git repository (for a
+    linked worktree, its main repository's; a submodule is a repository of its own), or
+    ``folder`` itself outside any repository. Symbolic links are resolved first, so every
+    path to the same folder has the same root; a folder that no longer exists is taken
+    as written."""
+    start = _resolved(folder)
+    for candidate in (start, *start.parents):
+        dot_git = candidate / ".git"
+        try:
+            if dot_git.is_dir():
+                return candidate
+            if dot_git.is_file():
+                return _main_worktree(candidate, dot_git)
+        except OSError:  # a folder the user may not enter: not a repository's top
+            continue
+    return start
+
+
+def _resolved(folder: Path) -> Path:
+    try:
+        return folder.expanduser().resolve()
+    except (OSError, RuntimeError):  # a loop of links, a name the system refuses
+        return Path(os.path.abspath(folder))
+
+
+def _main_worktree(top: Path, dot_git: Path) -> Path:
+    """The root for a ``.git`` file (``gitdir: …``): a linked worktree's git folder
+    names its repository's common folder in ``commondir``; a submodule's does not."""
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return top
+    if not text.startswith("gitdir:"):
+        return top
+    gitdir = (top / text.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return top  # a submodule, or a worktree whose repository is gone
+    return common.parent if common.name == ".git" else common  # a bare repository: itself
+
+
+def marked_space(root: Path) -> str:
+    """``<folder name>-<mark>``: the root folder's name as ``derived_space`` makes it, and
+    the first hex digits of the SHA-256 of its whole path, so ``~/work/api`` and
+    ``~/oss/api`` are ``api-…`` with different marks and each name still says which
+    project it is."""
+    mark = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()
+    mark = mark[:MARK_CHARS]
+    try:
+        name = derived_space(root)[: MAX_SPACE_CHARS - MARK_CHARS - 1].rstrip("-_.")
+    except InvalidInputError:
+        name = "project"
+    return f"{name or 'project'}-{mark}"
+
+
+def named_space(mcp_file: Path) -> str | None:
+    """The space a project's ``.mcp.json`` gives this memory's server, if it names a
+    valid one; anything unreadable is no name (it is the user's file, read only)."""
+    import json
+
+    try:
+        data = json.loads(mcp_file.read_text(encoding="utf-8"))
+        name = data["mcpServers"][SERVER_NAME]["env"][SPACE_VARIABLE]
+        return check_space(name)
+    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError, InvalidInputError):
+        return None
+
+
+def project_space(folder: Path) -> ProjectSpace:
+    """The space of the project ``folder`` is in: the one the nearest ``.mcp.json``
+    between ``folder`` and its root names for this memory's server (what the server
+    Claude Code starts there writes to: a setup made before this rule keeps its space,
+    and a subfolder with its own entry is a space of its own), else ``marked_space`` of
+    the root (``repository_root``)."""
+    start = _resolved(folder)
+    root = repository_root(start)
+    between = [start, *start.parents]
+    for candidate in between[: between.index(root) + 1] if root in between else [start]:
+        name = named_space(candidate / MCP_FILE)
+        if name is not None:
+            return ProjectSpace(name, root, f"named in {candidate / MCP_FILE}")
+    return ProjectSpace(marked_space(root), root, "the project's root")

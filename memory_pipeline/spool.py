@@ -45,6 +45,7 @@ class Capture:
     space: str
     cwd: str = ""
     event: str = ""
+    root: str = ""  # the root of the project at cwd (``spaces.repository_root``)
 
     @property
     def stem(self) -> str:

@@ -27,7 +27,13 @@ from typing import IO, Any
 from memory_pipeline import spool
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.locations import DB_PATH_VARIABLE, capture_dir, db_from_env
-from memory_pipeline.spaces import SPACE_VARIABLE, check_space, derived_space
+from memory_pipeline.spaces import (
+    SPACE_VARIABLE,
+    ProjectSpace,
+    check_space,
+    project_space,
+    repository_root,
+)
 
 #: The hook events whose transcript is stored; every other event is let pass.
 EVENTS = ("SessionEnd", "PreCompact")
@@ -35,16 +41,21 @@ EVENTS = ("SessionEnd", "PreCompact")
 NOT_BLOCKING = 1
 WORKER = ("-m", "memory_pipeline.cli", "capture", "--drain")
 #: The space a session goes to when --space is not given (``hook_space``).
-SPACE_DEFAULT = f"{SPACE_VARIABLE}, else the name of the folder the hook payload gives as cwd"
+SPACE_DEFAULT = (
+    f"{SPACE_VARIABLE}, else the space of the project the hook payload's cwd is in "
+    "(the one its .mcp.json names, else its repository root's)"
+)
 
 
-def hook_space(cwd: str, flag: str | None, env: Mapping[str, str]) -> str:
-    """``--space``, else the environment's space, else the one setup derives from ``cwd``."""
+def hook_space(cwd: str, flag: str | None, env: Mapping[str, str]) -> ProjectSpace:
+    """``--space``, else the environment's space, else the space of ``cwd``'s project
+    (``spaces.project_space``: the one setup gives it)."""
     if flag:
-        return check_space(flag)
+        return ProjectSpace(check_space(flag), repository_root(Path(cwd)), "--space")
     if env.get(SPACE_VARIABLE):
-        return check_space(env[SPACE_VARIABLE])
-    return derived_space(Path(cwd))
+        name = check_space(env[SPACE_VARIABLE])
+        return ProjectSpace(name, repository_root(Path(cwd)), SPACE_VARIABLE)
+    return project_space(Path(cwd))
 
 
 def hook(
@@ -87,9 +98,10 @@ def hook(
     capture = spool.Capture(
         session_id=session if isinstance(session, str) and session else path.stem,
         transcript=os.path.abspath(path),
-        space=chosen,
+        space=chosen.name,
         cwd=cwd,
         event=event,
+        root=str(chosen.root),
     )
     try:
         spool.write_pending(folder, capture)
@@ -99,7 +111,7 @@ def hook(
         print(message, file=sys.stderr)
         spool.log(folder, message)
         return NOT_BLOCKING
-    spool.log(folder, f"pending: {event} {capture.session_id} → space {chosen}")
+    spool.log(folder, f"pending: {event} {capture.session_id} → space {chosen.name}")
     return 0
 
 
@@ -138,6 +150,7 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
     from memory_pipeline.sources.given import given_config, store_files
     from memory_pipeline.sources.ledger import open_ledger
     from memory_pipeline.sources.sources_file import SourceKind
+    from memory_pipeline.store.rows import now_utc as now
 
     system = None
     stored = refused = 0
@@ -174,6 +187,8 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
                             spool.log(folder, f"{state}: {capture.session_id} (space {space})")
                             refused += bool(why)
                             stored += not why
+                            if not why and capture.root:
+                                system.store.note_capture(space, capture.root, now())
                             path.unlink(missing_ok=True)  # stored, or refused for good
                 if system is not None and system.index_due():
                     r = system.update_index()

@@ -25,6 +25,7 @@ from memory_pipeline.cli import recall as recall_cli
 from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
+from memory_pipeline.cli import spaces as spaces_cli
 from memory_pipeline.cli.flags import iso_day, setting, shown, storage_flags
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
@@ -354,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     recall_cli.register(sub, [common], _settings)
     capture_cli.register(sub, [common], _system)
     import_cli.register(sub, [common], _system)
+    spaces_cli.register(sub, [common], _settings)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,8 @@ from typing import Any
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.locations import import_state
 from memory_pipeline.sources.given import given_config, store_files
-from memory_pipeline.sources.ledger import open_ledger
+from memory_pipeline.sources.ledger import Ledger, open_ledger
+from memory_pipeline.sources.projects import AUTO, WITH_FOLDER, session_project
 from memory_pipeline.sources.sources_file import SourceKind, SourcesConfig, absolute
 from memory_pipeline.sources.status import READERS, scan
 from memory_pipeline.sources.sync import SyncReport
@@ -70,6 +72,29 @@ def summary(report: SyncReport, done: int, total: int) -> list[str]:
     return lines
 
 
+def store_auto(
+    system: Any, kind: SourceKind, path: Path, state: Path, ledger: Ledger, spaces: Counter[str]
+) -> SyncReport:
+    """Store one session file in the space of the project it was worked in (``--space
+    auto``); one that names no folder is refused, nothing of it stored."""
+    from memory_pipeline.store.rows import now_utc
+
+    project = session_project(path)
+    if project is None:
+        report = SyncReport()
+        report.failed[str(absolute(path))] = (
+            f"it names no working folder, so --space {AUTO} cannot tell its project; "
+            "import it with --space NAME"
+        )
+        return report
+    config = given_config(kind, [path], project.name, state)
+    report = store_files(system, config, [path], ledger)
+    if not report.failed:
+        spaces[project.name] += 1
+        system.store.note_capture(project.name, str(project.root), now_utc())
+    return report
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -83,10 +108,18 @@ def register(
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
             raise InvalidInputError(f"PATH {', '.join(missing)}: no such file or folder")
+        auto = args.space == AUTO
+        if auto and kind not in WITH_FOLDER:
+            raise InvalidInputError(
+                f"--space {AUTO} takes each session's space from the folder it was worked "
+                f"in, which only {' and '.join(k.value for k in WITH_FOLDER)} histories "
+                "hold; give --space NAME"
+            )
         system = make_system(args)
         state = import_state(system.settings.db_path)
         config = given_config(kind, paths, None, state)
         files = files_to_import(config, paths)
+        spaces: Counter[str] = Counter()
         sizes = {f: f.stat().st_size for f in files}
         from tqdm import tqdm
 
@@ -105,7 +138,10 @@ def register(
             for path in files:
                 if stop:
                     break
-                report.add(store_files(system, config, [path], ledger))
+                if auto:
+                    report.add(store_auto(system, kind, path, state, ledger, spaces))
+                else:
+                    report.add(store_files(system, config, [path], ledger))
                 done += 1
                 bar.update(sizes[path])
                 bar.set_postfix(
@@ -126,6 +162,10 @@ def register(
             return INTERRUPTED
         for line in summary(report, done, len(files)):
             print(line)
+        if spaces:
+            print(
+                "files by space: " + ", ".join(f"{n} in {sp}" for sp, n in sorted(spaces.items()))
+            )
         if not args.no_index and system.index_due():
             r = system.update_index()
             print(f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}")
@@ -136,7 +176,9 @@ def register(
         parents=parents,
         help="import conversation history (files or folders of one kind); resumable",
         description="Store the conversations under PATH… (files, or folders walked with the "
-        "kind's default patterns) in --space, one document per session. Stopped by Ctrl-C "
+        "kind's default patterns) in --space, one document per session; --space auto puts "
+        "each Claude Code or Codex session in the space of the project it was worked in (as "
+        "the capture hook does), so a whole history keeps its projects apart. Stopped by Ctrl-C "
         "or a kill, the same command continues; sessions already stored are skipped.",
     )
     p.add_argument("kind", choices=sorted(k.value for k in READERS), help="the source kind")

@@ -2,8 +2,8 @@
 
 Run by hand it prints the block (``memory.recall``) for the bound space. As Claude Code's
 ``SessionStart`` hook (``--hook``) it reads the hook's JSON payload on stdin, takes the
-space from the payload's ``cwd`` as ``setup claude-code`` names it (unless ``--space`` or
-``HYBRID_RAG_SPACE`` is set), and prints the block as the hook's ``additionalContext``.
+space of the project at the payload's ``cwd`` as capture takes it (``spaces.project_space``,
+unless ``--space`` or ``HYBRID_RAG_SPACE`` is set), and prints the block as the hook's ``additionalContext``.
 A hook must never stand in a session's way: whatever goes wrong is one line on stderr
 and exit 0 (Claude Code shows it to the user, the session starts as usual).
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.cli.flags import positive_int
-from memory_pipeline.cli.setup import derived_space
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.spaces import project_space
 
 MakeSettings = Callable[[argparse.Namespace], Settings]
 HOOK_EVENT = "SessionStart"
@@ -96,7 +96,7 @@ def register(
         try:
             payload = hook_payload(sys.stdin.read())
             if not (args.space or os.environ.get(variable("space"))):
-                args.space = derived_space(Path(payload["cwd"]))
+                args.space = project_space(Path(payload["cwd"])).name
             settings = make_settings(args)
             _catch_up(settings)
             block = _recall(settings, args.budget or settings.memory.recall_budget)
@@ -126,7 +126,8 @@ def register(
         "--hook",
         action="store_true",
         help="run as Claude Code's SessionStart hook: read its JSON payload on stdin, take "
-        "the space from its cwd (unless --space or HYBRID_RAG_SPACE), print the block as "
+        "the space of the project at its cwd, as capture does (unless --space or "
+        "HYBRID_RAG_SPACE), print the block as "
         "hookSpecificOutput.additionalContext, and exit 0 whatever fails",
     )
     p.set_defaults(func=cmd_recall, reads_only=True)

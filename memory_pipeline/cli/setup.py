@@ -5,7 +5,8 @@ Run in a project folder, it adds one server entry to the project's ``.mcp.json``
 use it, and prints the same server as a ``claude mcp add`` line and as a Codex
 ``config.toml`` block. The entry names no storage unless a flag did: every project
 then shares the user's one memory, each writing to its own space (by default named
-after the folder) and reading others only when ``--read-space`` says so.
+after the project: ``spaces.project_space``) and reading others only when ``--read-space``
+says so.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Any
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.spaces import derived_space
+from memory_pipeline.spaces import SERVER_NAME as _SERVER_NAME
+from memory_pipeline.spaces import derived_space, marked_space, project_space
 
 #: The server's name in ``.mcp.json``: the shipped subagents call its tools as
 #: ``mcp__hybrid-rag__<tool>``, so they work only under this name.
-SERVER_NAME = "hybrid-rag"
+SERVER_NAME = _SERVER_NAME
 MCP_FILE = ".mcp.json"
 AGENTS_DIR = Path(".claude") / "agents"
 SETTINGS_FILE = Path(".claude") / "settings.json"
@@ -38,7 +40,10 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 CLIENTS = ("claude-code",)
 #: What the server writes to and reads when --space / --read-space is not given (the
 #: environment's HYBRID_RAG_SPACE and HYBRID_RAG_READ_SPACES are not written into it).
-SPACE_DEFAULT = "the name of this folder"
+SPACE_DEFAULT = (
+    "the space this project's .mcp.json already names, else its repository root's name "
+    "and a mark of the root's path"
+)
 READ_SPACES_DEFAULT = "none"
 
 
@@ -241,6 +246,14 @@ def _storage(args: argparse.Namespace) -> dict[str, str]:
     return given
 
 
+def folder_name_space(root: Path) -> str | None:
+    """The space setup gave ``root`` before spaces were marked (its folder's name alone)."""
+    try:
+        return derived_space(root)
+    except InvalidInputError:
+        return None
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     project = Path.cwd()
     # Checked as every command checks them: a refused name is named by its flag.
@@ -250,7 +263,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
     )
-    space = chosen.space if args.space else derived_space(project)
+    found = project_space(project)
+    space = chosen.space if args.space else found.name
     read = list(chosen.read_spaces)
     entry = server_entry(space, read, _storage(args))
     settings_text = None
@@ -266,6 +280,15 @@ def cmd_setup(args: argparse.Namespace) -> int:
     else:
         replace_text(mcp, text)
         print(f"{MCP_FILE}: server {SERVER_NAME!r} set up (space {space!r})")
+    print(f"project root: {found.root}" + ("" if args.space else f" (space: {found.how})"))
+    if not args.space and space == folder_name_space(found.root):
+        marked = marked_space(found.root)
+        print(
+            f"note: the space {space!r} is named after the folder alone (as setup named "
+            "spaces before): another project in a folder of that name that names it too "
+            "shares its memory. To give this project its own: memory-pipeline spaces "
+            f"--merge {space} {marked} --apply, then setup claude-code --space {marked}"
+        )
     if settings_text is not None:
         if added:
             hooks_file.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +328,8 @@ def register(
         help="register the memory server in this project (.mcp.json, optional subagents)",
         description="Add the memory server to this folder's .mcp.json (other servers are "
         "kept) and print the same as a `claude mcp add` line and a Codex config.toml block. "
-        "The space defaults to this folder's name; storage is written only when given as "
+        "The space defaults to the one this project's .mcp.json names, else its repository "
+        "root's name and a mark of the root's path (printed); storage is written only when given as "
         "--db / --index / --database-url.",
     )
     p.add_argument("client", choices=CLIENTS, help="the agent to set up")

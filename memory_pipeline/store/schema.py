@@ -172,6 +172,18 @@ class ChunkGeneration(Base):
     generation: Mapped[int] = mapped_column(BigInteger)
 
 
+class SpaceRoot(Base):
+    """A project root whose sessions were captured into a space, and when last: what
+    ``memory-pipeline spaces`` lists beside each space's counts. Two roots on one space
+    are two projects sharing it."""
+
+    __tablename__ = "space_roots"
+
+    space: Mapped[str] = mapped_column(String(64), primary_key=True)
+    root: Mapped[str] = mapped_column(String(4096), primary_key=True)
+    last_capture_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
 class Redaction(Base):
     """How many secrets (by kind) and private spans a space's texts had taken out before
     they were kept: counted as they are taken, so a later delete does not lower it."""

@@ -13,9 +13,18 @@ from memory_pipeline.store.forgetting import ForgettingQueries
 from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
 from memory_pipeline.store.rows import content_sha, now_utc
+from memory_pipeline.store.space_roots import SpaceRootQueries, SpaceSummary
 from memory_pipeline.store.vectors import VectorQueries
 
-__all__ = ["PendingChanges", "Reads", "Store", "StoredDocument", "content_sha", "now_utc"]
+__all__ = [
+    "PendingChanges",
+    "Reads",
+    "SpaceSummary",
+    "Store",
+    "StoredDocument",
+    "content_sha",
+    "now_utc",
+]
 
 
 class Store(
@@ -26,5 +35,6 @@ class Store(
     ReportQueries,
     ForgettingQueries,
     RedactionQueries,
+    SpaceRootQueries,
 ):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""

@@ -19,7 +19,7 @@ from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.locations import capture_dir
 from memory_pipeline.sources.conversations import parse_claude_code_session
 from memory_pipeline.sources.status import conversation_source, is_current
-from memory_pipeline.spaces import Spaces
+from memory_pipeline.spaces import Spaces, project_space
 from memory_pipeline.system import MemorySystem
 from serving.harness import REPO
 from tests.conftest import CONSOLE_SCRIPT
@@ -56,6 +56,11 @@ def write_transcript(path: Path, session: str, turns: int, cwd: str) -> Path:
         parent = record["uuid"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def space_of(project: Path) -> str:
+    """The space the hook gives a session worked in ``project`` (``spaces.project_space``)."""
+    return project_space(project).name
 
 
 def hook_env(tmp_path: Path) -> dict[str, str]:

@@ -25,6 +25,7 @@ from tests.capture.helpers import (
     hook_env,
     memory,
     payload,
+    space_of,
     spool_of,
     stored_once,
     turn_text,
@@ -40,7 +41,7 @@ def test_a_session_end_stores_the_session_in_the_projects_space(tmp_path: Path) 
     done = cli("capture", env=env, stdin=payload(transcript, project))
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "orbit-app") as system:
+    with memory(tmp_path, space_of(project)) as system:
         assert stored_once(system, transcript)
         assert found(system, turn_text("s1", 6))
     with memory(tmp_path, "default") as other:
@@ -72,18 +73,18 @@ def test_a_grown_session_replaces_the_old_and_an_unchanged_one_is_a_no_op(
     transcript = write_transcript(tmp_path / "claude" / "g.jsonl", "g", 3, str(project))
     assert cli("capture", env=env, stdin=payload(transcript, project, "PreCompact")).returncode == 0
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         [first] = system.store.document_ids()
     write_transcript(transcript, "g", 7, str(project))
     assert cli("capture", env=env, stdin=payload(transcript, project)).returncode == 0
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         [grown] = system.store.document_ids()
         assert grown != first and stored_once(system, transcript)
         assert found(system, turn_text("g", 7))
     assert cli("capture", env=env, stdin=payload(transcript, project)).returncode == 0
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         assert system.store.document_ids() == {grown}
     log = (spool_of(tmp_path) / spool.LOG_NAME).read_text()
     assert log.count("index version") == 2  # the unchanged capture published nothing
@@ -112,7 +113,7 @@ def test_four_captures_at_once_store_each_session_once(tmp_path: Path) -> None:
         assert hook.communicate(payload(transcript, project), timeout=60)[1] == ""
         assert hook.returncode == 0
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         assert all(stored_once(system, t) for t in transcripts)
         assert len(system.store.document_ids()) == 4
 
@@ -147,7 +148,7 @@ def test_workers_killed_at_random_lose_nothing_and_drain_catches_up(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     wait_idle(folder)
     assert spool.waiting(folder) == []
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         assert all(stored_once(system, t) for t in transcripts)
         assert len(system.store.document_ids()) == len(transcripts)
 
@@ -215,7 +216,7 @@ def test_the_next_session_start_stores_a_capture_left_pending(tmp_path: Path) ->
     env = hook_env(tmp_path)
     project = tmp_path / "proj"
     transcript = write_transcript(tmp_path / "claude" / "p.jsonl", "p", 4, str(project))
-    capture = spool.Capture("p", str(transcript), "proj", str(project), "SessionEnd")
+    capture = spool.Capture("p", str(transcript), space_of(project), str(project), "SessionEnd")
     spool.write_pending(spool_of(tmp_path), capture)
     start = json.dumps(
         {"hook_event_name": "SessionStart", "cwd": str(project), "source": "startup"}
@@ -223,5 +224,5 @@ def test_the_next_session_start_stores_a_capture_left_pending(tmp_path: Path) ->
     done = cli("recall", "--hook", env=env, stdin=start)
     assert done.returncode == 0, done.stderr
     wait_idle(spool_of(tmp_path))
-    with memory(tmp_path, "proj") as system:
+    with memory(tmp_path, space_of(project)) as system:
         assert stored_once(system, transcript)

@@ -154,6 +154,17 @@ def _check_stats(ctx: Ctx, data: dict[str, Any]) -> None:
     assert (data["documents"], data["chunks"], data["embedder"]) == (3, 3, "hashing-bow-384")
 
 
+def _check_spaces(ctx: Ctx, data: dict[str, Any]) -> None:
+    [space] = data["spaces"]
+    assert (space["space"], space["documents"], space["chunks"], space["roots"]) == (
+        "default",
+        3,
+        3,
+        [],
+    )
+    assert data["this_project"]["root"] == str(ctx.dir.resolve())
+
+
 def _check_duplicates(ctx: Ctx, data: dict[str, Any]) -> None:
     assert (data["vectors_searched"], data["chunk_pairs"], data["threshold"]) == (3, [], 0.9)
 
@@ -350,6 +361,14 @@ CASES: dict[str, Case] = {
         stdout="- [principle, importance 0.9] # Fusion Reciprocal rank fusion adds one over k",
         bad_args=("--budget", "0"),
         bad_message="argument --budget: expected a positive integer, got 0",
+    ),
+    "spaces": Case(
+        args=("--json",),
+        stdout='"this_project"',
+        json_keys={"spaces", "this_project"},
+        bad_args=("--json", "extra"),
+        bad_message="unrecognized arguments: extra",
+        check=_check_spaces,
     ),
     "import": Case(
         args=("claude_code", "{dir}/sessions", "--no-progress"),

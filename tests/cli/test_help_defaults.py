@@ -31,8 +31,9 @@ from memory_pipeline.evaluation.beir import default_eval_cache
 from memory_pipeline.evaluation.variants import DEFAULT_VARIANTS
 from memory_pipeline.spaces import SPACE_VARIABLE
 
-#: A space named after a folder (``spaces.derived_space``): the help can only describe it.
-FOLDER_NAME = object()
+#: A project's space (``spaces.project_space``: what its .mcp.json names, else its root's
+#: marked name): the help can only describe it.
+PROJECT_SPACE = object()
 #: Options whose help says what happens by default rather than naming a value: the words.
 BEHAVIOUR = {
     "search --now": "today",
@@ -71,12 +72,12 @@ def real_defaults() -> dict[str, Real]:
         "--model": Real(settings.embedding.model, (variable("model"),)),
         "--space": Real(settings.space, (variable("space"),)),
         "--read-space": Real(settings.read_spaces, (variable("read_spaces"),)),
-        # setup writes the folder's space and no other into the server's entry, whatever
+        # setup writes the project's space and no other into the server's entry, whatever
         # the environment it runs in says (cmd_setup: Settings(), not from_env).
-        "setup --space": Real(FOLDER_NAME),
+        "setup --space": Real(PROJECT_SPACE),
         "setup --read-space": Real(Settings().read_spaces),
         # the hook: --space, else the environment's, else the payload's cwd (hook_space)
-        "capture --space": Real(FOLDER_NAME, (SPACE_VARIABLE,)),
+        "capture --space": Real(PROJECT_SPACE, (SPACE_VARIABLE,)),
         "health --sources": Real(None, (SOURCES_ENV,)),
         "sources status --sources": Real(None, (SOURCES_ENV,)),
         "sources sync --sources": Real(None, (SOURCES_ENV,)),
@@ -135,8 +136,8 @@ def stated(help_text: str, command: str) -> str | None:
 
 def names_value(text: str, value: object) -> bool:
     """Whether ``text`` names ``value``, as help writes it."""
-    if value is FOLDER_NAME:
-        return "folder" in text and "'" not in text
+    if value is PROJECT_SPACE:
+        return ".mcp.json" in text and "root" in text
     if isinstance(value, Path):
         words = (w.strip("'\",") for w in text.split())
         paths = [Path(w) for w in words if "/" in w or Path(w).suffix]
@@ -186,7 +187,7 @@ def wrong_defaults() -> tuple[list[str], int]:
             if named != sorted(spec.variables):
                 wrong.append(f"{key}: help names {named}, the default comes from {spec.variables}")
             if spec.value is not None and not names_value(text, spec.value):
-                shown = "the folder's name" if spec.value is FOLDER_NAME else repr(spec.value)
+                shown = "the project's space" if spec.value is PROJECT_SPACE else repr(spec.value)
                 wrong.append(f"{key}: help says {text!r}, the command uses {shown}")
     return wrong, checked
 

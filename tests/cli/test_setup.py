@@ -6,6 +6,7 @@ The written ``.mcp.json`` is read back and its server started the way a client s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -19,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memory_pipeline.cli import main
 from memory_pipeline.cli.setup import SERVER_NAME, server_command, shipped_agents
+from memory_pipeline.spaces import marked_space
 from serving.harness import REPO, structured
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -55,6 +57,8 @@ def test_a_fresh_folder_gets_one_server(
     project = tmp_path / "My Project"
     code, out, err = setup_in(project, monkeypatch, capsys)
     assert code == 0, err
+    space = marked_space(project.resolve())
+    assert space.startswith("my-project-")
     command, *args = server_command()
     assert json.loads((project / ".mcp.json").read_text()) == {
         "mcpServers": {
@@ -62,7 +66,7 @@ def test_a_fresh_folder_gets_one_server(
                 "type": "stdio",
                 "command": command,
                 "args": args,
-                "env": {"HYBRID_RAG_SPACE": "my-project", **OFFLINE},
+                "env": {"HYBRID_RAG_SPACE": space, **OFFLINE},
             }
         }
     }
@@ -74,13 +78,13 @@ def test_a_fresh_folder_gets_one_server(
     words = shlex.split(line)
     assert words[:6] == ["claude", "mcp", "add", SERVER_NAME, "--scope", "project"]
     assert words[words.index("--") + 1 :] == [command, *args]
-    assert "HYBRID_RAG_SPACE=my-project" in words
+    assert f"HYBRID_RAG_SPACE={space}" in words
     toml_text = out[out.index(f"[mcp_servers.{SERVER_NAME}]") :]
     codex = tomllib.loads(toml_text)["mcp_servers"][SERVER_NAME]
     assert codex == {
         "command": command,
         "args": args,
-        "env": {"HYBRID_RAG_SPACE": "my-project", **OFFLINE},
+        "env": {"HYBRID_RAG_SPACE": space, **OFFLINE},
     }
 
 
@@ -162,34 +166,32 @@ def test_space_flags_are_checked(
 
 
 @pytest.mark.parametrize(
-    ("folder", "space"),
+    ("folder", "name"),
     [
         ("proj", "proj"),
         ("My Project", "my-project"),
         ("Foo_Bar.v2", "foo_bar.v2"),
         ("--weird  name!!", "weird-name"),
-        ("x" * 80, "x" * 64),
+        ("x" * 80, "x" * 57),
         ("メモ app", "app"),
+        ("メモ", "project"),
     ],
 )
-def test_the_space_is_derived_from_the_folder(
+def test_the_space_is_the_folders_name_and_a_mark_of_its_path(
     folder: str,
-    space: str,
+    name: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = setup_in(tmp_path / folder, monkeypatch, capsys)
+    code, out, err = setup_in(tmp_path / folder, monkeypatch, capsys)
     assert code == 0, err
-    assert entry_of(tmp_path / folder)["env"]["HYBRID_RAG_SPACE"] == space
-
-
-def test_a_folder_without_a_usable_name_asks_for_space(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = setup_in(tmp_path / "メモ", monkeypatch, capsys)
-    assert code == 2
-    assert "pass --space NAME" in err
+    space = entry_of(tmp_path / folder)["env"]["HYBRID_RAG_SPACE"]
+    mark = hashlib.sha256(str((tmp_path / folder).resolve()).encode()).hexdigest()[:6]
+    assert space == f"{name}-{mark}"
+    assert len(space) <= 64
+    assert f"space {space!r}" in out
+    assert f"project root: {(tmp_path / folder).resolve()}" in out
 
 
 def test_the_shipped_agents_are_the_repositorys() -> None:
@@ -278,7 +280,8 @@ async def test_two_projects_share_one_memory_but_not_their_notes(
     alpha, beta, gamma = tmp_path / "alpha", tmp_path / "beta", tmp_path / "gamma"
     assert setup_in(alpha, monkeypatch, capsys)[0] == 0
     assert setup_in(beta, monkeypatch, capsys)[0] == 0
-    assert setup_in(gamma, monkeypatch, capsys, "--read-space", "alpha")[0] == 0
+    alpha_space = entry_of(alpha)["env"]["HYBRID_RAG_SPACE"]
+    assert setup_in(gamma, monkeypatch, capsys, "--read-space", alpha_space)[0] == 0
     # Nothing names a memory: every project's server uses the user's one default memory.
     env = client_env(tmp_path / "home")
     await remember(alpha, env, "Violins are tuned in fifths.", "alpha strings")
