@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -13,7 +14,7 @@ import numpy as np
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import Embedder
 from memory_pipeline.embedding.registry import embedder_for
-from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.index.backends import open_backend
 from memory_pipeline.index.protocols import IndexView
 from memory_pipeline.ingest.loaders import LoadedDocument
@@ -25,6 +26,7 @@ from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_b
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.memory.space_merge import MergeReport, Progress, merge_spaces
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.metadata import (
     ChunkMetadata,
@@ -273,6 +275,22 @@ class MemorySystem:
         """Bring archived chunks back (one selector), re-using their archived vectors."""
         parts = (self.store, self.writer, self.archive_file, self.embedder)
         return restore_archived(*parts, run_id=run_id, doc_id=doc_id, chunk_ids=chunk_ids)
+
+    def merge_spaces(
+        self, old: str, new: str, *, apply: bool = False, progress: Progress | None = None
+    ) -> MergeReport:
+        """Move space ``old``'s documents, forgotten chunks and redaction counts into space
+        ``new`` (``memory.space_merge.merge_spaces``; a dry run unless ``apply``), then, if
+        applied, update the index. Works across spaces whatever this memory is bound to."""
+        report = merge_spaces(
+            self.store, old, new, apply=apply, archive_path=self.archive_file, progress=progress
+        )
+        if not apply:
+            return report
+        try:
+            return replace(report, index_version=self.update_index().version)
+        except (MemoryPipelineError, OSError) as exc:  # the database is the truth; serving copes
+            return replace(report, index_error=str(exc))
 
     # ----------------------------------------------------------------- reports
     @property

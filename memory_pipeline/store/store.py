@@ -1,7 +1,7 @@
 """The store: every write and read of the source of truth goes through here.
 
 Split by concern, one module each: documents, chunks and tags, vectors, the
-index-change queue and versions, reports, forgetting and restoring.
+index-change queue and versions, reports, forgetting and restoring, merging spaces.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from memory_pipeline.store.changes import ChangeQueries, PendingChanges, Reads
 from memory_pipeline.store.chunks import ChunkQueries
 from memory_pipeline.store.documents import DocumentQueries, StoredDocument
 from memory_pipeline.store.forgetting import ForgettingQueries
+from memory_pipeline.store.merging import MergeQueries
 from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
 from memory_pipeline.store.rows import content_sha, now_utc
@@ -36,5 +37,6 @@ class Store(
     ForgettingQueries,
     RedactionQueries,
     SpaceRootQueries,
+    MergeQueries,
 ):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""
