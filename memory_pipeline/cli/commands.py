@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     recall_cli.register(sub, [common], _settings)
     capture_cli.register(sub, [common], _system)
     import_cli.register(sub, [common], _system)
-    spaces_cli.register(sub, [common], _settings)
+    spaces_cli.register(sub, [common], _settings, _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

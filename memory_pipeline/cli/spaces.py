@@ -1,7 +1,9 @@
 """``memory-pipeline spaces``: every space of the memory, the project roots it serves, and
-which one this folder's project writes to.
+which one this folder's project writes to; ``--merge OLD NEW`` moves one space into another.
 
-Only the store is opened, read-only: no model, no index. A space whose sessions came
+Listing opens only the store, read-only: no model, no index. A merge is a dry run unless
+``--apply`` (``memory.space_merge``: one document per transaction, so a kill loses
+nothing and the same command finishes the job; a finished merge run again changes nothing). A space whose sessions came
 from two project roots is two projects sharing one memory, and is said so; a space
 with documents and no root was filled before roots were kept (by ``import``, ``ingest``
 or a capture of an older version).
@@ -12,17 +14,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_pipeline.config import Settings
-from memory_pipeline.spaces import ProjectSpace, Spaces, project_space
+from memory_pipeline.errors import InvalidInputError
+from memory_pipeline.spaces import ProjectSpace, Spaces, check_space, project_space
 
 if TYPE_CHECKING:
     from memory_pipeline.store.space_roots import SpaceSummary
 
 MakeSettings = Callable[[argparse.Namespace], Settings]
+MakeSystem = Callable[[argparse.Namespace], Any]
 
 
 def _when(moment: dt.datetime | None) -> str:
@@ -90,10 +95,16 @@ def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
     make_settings: MakeSettings,
+    make_system: MakeSystem,
 ) -> None:
     """Add ``spaces``."""
 
     def cmd_spaces(args: argparse.Namespace) -> int:
+        if args.merge:
+            args.reads_only = not args.apply  # a dry run opens the memory read-only
+            return merge(make_system(args), *args.merge, apply=args.apply, progress=args.progress)
+        if args.apply:
+            raise InvalidInputError("--apply goes with --merge OLD NEW")
         here = project_space(Path.cwd())
         rows = summaries(make_settings(args))
         if args.json:
@@ -109,7 +120,54 @@ def register(
         description="List every space of the memory with what it holds, when something was "
         "last stored in it and the project roots whose sessions were captured into it, and "
         "say which space this folder's project writes to (the one its .mcp.json names, else "
-        "its repository root's name and a mark of the root's path). Reads only.",
+        "its repository root's name and a mark of the root's path). Reads only, unless "
+        "--merge OLD NEW --apply moves one space into another (a folder-name space of an "
+        "older setup into the project's own, say).",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--merge",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        type=check_space_arg,
+        help="move every document of space OLD (its chunks, tags, vectors, forgotten chunks "
+        "and redaction counts) into space NEW, then update the index; a dry run that only "
+        "says what would move unless --apply",
+    )
+    p.add_argument("--apply", action="store_true", help="with --merge: do it")
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="with --merge --apply: no progress bar on stderr",
+    )
     p.set_defaults(func=cmd_spaces, reads_only=True)
+
+
+def check_space_arg(text: str) -> str:
+    """An argparse ``type``: a valid space name, refused with what was given."""
+    try:
+        return check_space(text)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def merge(system: Any, old: str, new: str, *, apply: bool, progress: bool) -> int:
+    """``--merge OLD NEW``: the dry run, or the merge with a progress bar and an ETA."""
+    from tqdm import tqdm
+
+    bar = tqdm(
+        unit="doc", desc=f"merge {old} → {new}", file=sys.stderr, disable=not (apply and progress)
+    )
+
+    def advance(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        report = system.merge_spaces(old, new, apply=apply, progress=advance)
+    finally:
+        bar.close()
+        system.close()
+    print(report.describe())
+    return 1 if report.index_error else 0

@@ -56,6 +56,11 @@ class MergeReport:
     index_error: str | None = None  # why that index update failed (run update-index)
 
     def describe(self) -> str:
+        if not (self.documents or self.archived or self.redactions):
+            return (
+                f"space {self.old!r} holds nothing to move into {self.new!r}: merged "
+                "already (memory-pipeline spaces lists the spaces and what they hold)"
+            )
         verb = "moved" if self.applied else "would move"
         line = (
             f"{verb} {self.documents} documents ({self.chunks} chunks) from space "
@@ -91,8 +96,9 @@ def merge_spaces(
     is bound to, and writes into ``new`` alone.
 
     Refuses (``InvalidInputError``) a name that is not a space's, a space merged into
-    itself, and an ``old`` that holds nothing (nor anything archived or counted), which
-    is also what a finished merge leaves: a run after it changes nothing.
+    itself, and two spaces that both hold nothing. An ``old`` that holds nothing (nor
+    anything archived or counted) beside a ``new`` that holds documents is what a
+    finished merge leaves: a run after it changes nothing and says so.
 
     The index learns of the moves through the queue (or in the same transaction, for an
     index in the database): run the index update afterwards, as ``MemorySystem.merge_spaces``
@@ -102,10 +108,10 @@ def merge_spaces(
     plan = store.merge_plan(old, new)
     archived = _archived_in(store, archive_path, old) if archive_path is not None else []
     counted = store.redactions_of(old)
-    if not plan and not archived and not counted:
+    if not plan and not archived and not counted and not store.holds_documents(new):
         raise InvalidInputError(
-            f"space {old!r} holds nothing to merge into {new!r} (no documents, nothing "
-            "forgotten, no redactions counted): it is merged already or not the name meant; "
+            f"neither space {old!r} nor {new!r} holds anything (no documents, nothing "
+            "forgotten, no redactions counted): not the names meant? "
             "`memory-pipeline spaces` lists the spaces that hold documents"
         )
     report = MergeReport(

@@ -80,6 +80,12 @@ class MovedDocument:
 
 
 class MergeQueries(StoreBase):
+    def holds_documents(self, space: str) -> bool:
+        """Whether ``space`` holds a document, whatever this store is bound to."""
+        stmt = sa.select(Document.doc_id).where(Document.space == space).limit(1)
+        with self.conn() as c:
+            return c.execute(stmt).first() is not None
+
     def merge_plan(self, old: str, new: str) -> list[DocumentMove]:
         """Every document of ``old`` (by id) and where it goes in ``new``; writes nothing."""
         old, new = self._merge_spaces(old, new)

@@ -244,3 +244,32 @@ def test_import_space_auto_is_refused_for_histories_without_folders(tmp_path: Pa
     done = cli("import", "chatgpt", str(export), "--space", "auto", env=hook_env(tmp_path))
     assert done.returncode == 2
     assert "only claude_code and codex histories hold" in done.stderr
+
+
+def test_spaces_merge_brings_an_old_folder_name_space_home_and_is_idempotent(
+    two_apis: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Sessions the old hook stored under the subfolder's name (``src``) join the
+    project's space with one command; run again, it changes nothing."""
+    one, _ = two_apis
+    env = hook_env(tmp_path)
+    log = write_transcript(tmp_path / "claude" / "old.jsonl", "old", 2, str(one / "src"))
+    done = cli("capture", "--space", "src", env=env, stdin=payload(log, one / "src"))
+    assert done.returncode == 0
+    wait_idle(spool_of(tmp_path))
+    home = space_of(one)
+    dry = cli("spaces", "--merge", "src", home, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would move 1 documents" in dry.stdout and "dry run" in dry.stdout
+    with memory(tmp_path, home) as system:
+        assert not found(system, turn_text("old", 2))
+    applied = cli("spaces", "--merge", "src", home, "--apply", "--no-progress", env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "moved 1 documents" in applied.stdout and "index version" in applied.stdout
+    with memory(tmp_path, home) as system:
+        assert stored_once(system, log) and found(system, turn_text("old", 2))
+    with memory(tmp_path, "src") as system:
+        assert not system.store.document_ids()
+    again = cli("spaces", "--merge", "src", home, "--apply", "--no-progress", env=env)
+    assert again.returncode == 0, again.stderr
+    assert "merged already" in again.stdout

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.system import MemorySystem
 
 
@@ -19,10 +18,9 @@ def main() -> None:
     print("ready", flush=True)
     sys.stdin.readline()  # the parent starts its clock when it releases us
     started = time.perf_counter()
-    try:
-        system.merge_spaces(old, new, apply=True)
-    except InvalidInputError:
-        print("nothing", flush=True)
+    report = system.merge_spaces(old, new, apply=True)
+    if not (report.documents or report.archived or report.redactions):
+        print("nothing", flush=True)  # an earlier run had finished it
         return
     print(f"done {time.perf_counter() - started:.4f}", flush=True)
 
