@@ -9,6 +9,7 @@ does not exist for that process: its ids behave like ids that were never stored.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -102,6 +103,8 @@ MARK_CHARS = 6
 #: The server entry whose space a project's ``.mcp.json`` names (``cli.setup.SERVER_NAME``).
 SERVER_NAME = "hybrid-rag"
 MCP_FILE = ".mcp.json"
+#: A repository's own settings for its spaces, at its root (``split_patterns``).
+PROJECT_SETTINGS = ".memory-pipeline.toml"
 
 
 @dataclass(frozen=True)
@@ -183,17 +186,66 @@ def named_space(mcp_file: Path) -> str | None:
         return None
 
 
+def split_patterns(root: Path) -> tuple[str, ...]:
+    """The subfolder patterns the repository's ``.memory-pipeline.toml`` gives under
+    ``[spaces] split`` (``["services/*", "web"]``: each folder they match, relative to
+    the root, is a project of its own); none without the file. A file that cannot be
+    used is refused, naming it and what to fix, rather than guessed around."""
+    path = root / PROJECT_SETTINGS
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path} cannot be read ({exc}); fix it or remove it") from exc
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(f"{path} is not valid TOML ({exc}); fix it or remove it") from exc
+    split = data.get("spaces", {}).get("split", []) if isinstance(data.get("spaces"), dict) else []
+    if not isinstance(split, list) or not all(
+        isinstance(p, str) and p.strip("/") and ".." not in p.split("/") for p in split
+    ):
+        raise InvalidInputError(
+            f"{path}: [spaces] split must be a list of subfolder patterns relative to the "
+            'repository root, e.g. split = ["services/*", "web"]'
+        )
+    return tuple(p.strip("/") for p in split)
+
+
+def _split_here(root: Path, folder: Path, patterns: tuple[str, ...]) -> bool:
+    """Whether ``folder`` (under ``root``) is one a split pattern names, part by part."""
+    if not patterns or folder == root:
+        return False
+    parts = folder.relative_to(root).parts
+    return any(
+        len(q := pattern.split("/")) == len(parts)
+        and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, q, strict=True))
+        for pattern in patterns
+    )
+
+
 def project_space(folder: Path) -> ProjectSpace:
-    """The space of the project ``folder`` is in: the one the nearest ``.mcp.json``
-    between ``folder`` and its root names for this memory's server (what the server
-    Claude Code starts there writes to: a setup made before this rule keeps its space,
-    and a subfolder with its own entry is a space of its own), else ``marked_space`` of
-    the root (``repository_root``)."""
+    """The space of the project ``folder`` is in. Walking up from ``folder`` to its
+    repository's root (``repository_root``), the first of:
+
+    * a ``.mcp.json`` that names a space for this memory's server (what the server Claude
+      Code starts there writes to: a setup made before this rule keeps its space);
+    * a subfolder the root's ``.memory-pipeline.toml`` splits off (``split_patterns``):
+      ``marked_space`` of that subfolder, a project of its own;
+
+    else ``marked_space`` of the root."""
     start = _resolved(folder)
     root = repository_root(start)
     between = [start, *start.parents]
+    patterns = split_patterns(root)
     for candidate in between[: between.index(root) + 1] if root in between else [start]:
         name = named_space(candidate / MCP_FILE)
         if name is not None:
             return ProjectSpace(name, root, f"named in {candidate / MCP_FILE}")
+        if _split_here(root, candidate, patterns):
+            how = f"split off by {root / PROJECT_SETTINGS}"
+            return ProjectSpace(marked_space(candidate), candidate, how)
     return ProjectSpace(marked_space(root), root, "the project's root")

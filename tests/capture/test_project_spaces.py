@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.sources.projects import session_folder
 from memory_pipeline.spaces import marked_space, project_space, repository_root
 from tests.capture.helpers import (
@@ -273,3 +274,50 @@ def test_spaces_merge_brings_an_old_folder_name_space_home_and_is_idempotent(
     again = cli("spaces", "--merge", "src", home, "--apply", "--no-progress", env=env)
     assert again.returncode == 0, again.stderr
     assert "merged already" in again.stdout
+
+
+def test_a_monorepo_splits_into_the_spaces_its_settings_name(tmp_path: Path) -> None:
+    """``[spaces] split`` in the root's .memory-pipeline.toml: each folder a pattern
+    matches is a project of its own, from any folder under it; the rest stays the
+    repository's, and a .mcp.json naming a space still wins where it sits."""
+    mono = repository(tmp_path / "mono")
+    for sub in ("services/auth/src", "services/billing", "web/app", "docs"):
+        (mono / sub).mkdir(parents=True)
+    (mono / ".memory-pipeline.toml").write_text('[spaces]\nsplit = ["services/*", "web"]\n')
+    auth = project_space(mono / "services" / "auth" / "src")
+    billing = project_space(mono / "services" / "billing")
+    web = project_space(mono / "web" / "app")
+    whole = project_space(mono / "docs")
+    assert auth.root == (mono / "services" / "auth").resolve()
+    assert auth.name == marked_space(auth.root) and auth.name.startswith("auth-")
+    assert billing.name.startswith("billing-") and web.name.startswith("web-")
+    assert whole == project_space(mono / "services") == project_space(mono)
+    assert whole.name == marked_space(mono.resolve())
+    assert len({auth.name, billing.name, web.name, whole.name}) == 4
+    entry = {"mcpServers": {"hybrid-rag": {"env": {"HYBRID_RAG_SPACE": "auth-old"}}}}
+    (mono / "services" / "auth" / "src" / ".mcp.json").write_text(json.dumps(entry))
+    assert project_space(mono / "services" / "auth" / "src").name == "auth-old"
+    assert project_space(mono / "services" / "auth").name == auth.name
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[spaces\n", "is not valid TOML"),
+        ('[spaces]\nsplit = "services/*"\n', "must be a list of subfolder patterns"),
+        ('[spaces]\nsplit = ["../elsewhere"]\n', "must be a list of subfolder patterns"),
+    ],
+)
+def test_monorepo_settings_that_cannot_be_used_are_refused_by_name(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    mono = repository(tmp_path / "mono")
+    settings = mono / ".memory-pipeline.toml"
+    settings.write_text(text)
+    with pytest.raises(InvalidInputError, match=says) as refused:
+        project_space(mono / "src")
+    assert str(settings.resolve()) in str(refused.value)
+    # The hook says so where Claude Code shows it, and stores nothing in a guessed space.
+    log = write_transcript(tmp_path / "claude" / "m.jsonl", "m", 2, str(mono / "src"))
+    done = cli("capture", env=hook_env(tmp_path), stdin=payload(log, mono / "src"))
+    assert done.returncode == 1 and says in done.stderr and "nothing captured" in done.stderr
