@@ -389,3 +389,24 @@ def test_unusable_settings_are_refused_and_nothing_is_written(
     assert message in err and "left as it was" in err
     assert settings.read_text() == text
     assert not (project / ".mcp.json").exists()
+
+
+def test_an_older_setup_keeps_its_folder_name_space_and_is_told_how_to_leave_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A .mcp.json written when setup named the folder alone is not split by a new run:
+    the server keeps writing where the project's memory is; setup says how to move it."""
+    project = tmp_path / "proj"
+    old = {"mcpServers": {SERVER_NAME: {"type": "stdio", "env": {"HYBRID_RAG_SPACE": "proj"}}}}
+    project.mkdir()
+    (project / ".mcp.json").write_text(json.dumps(old))
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert code == 0, err
+    assert entry_of(project)["env"]["HYBRID_RAG_SPACE"] == "proj"
+    marked = marked_space(project.resolve())
+    assert f"memory-pipeline spaces --merge proj {marked} --apply" in out
+    assert f"setup claude-code --space {marked}" in out
+    code, out, err = setup_in(project, monkeypatch, capsys, "--space", marked)
+    assert code == 0, err
+    assert entry_of(project)["env"]["HYBRID_RAG_SPACE"] == marked
+    assert "--merge" not in out
