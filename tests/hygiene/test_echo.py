@@ -21,7 +21,15 @@ from mcp import Client
 from memory_pipeline.sources.conversations import parse_claude_code_session
 from memory_pipeline.sources.status import conversation_source
 from serving.harness import stdio_params, structured
-from tests.capture.helpers import cli, hook_env, memory, payload, spool_of, wait_idle
+from tests.capture.helpers import (
+    cli,
+    hook_env,
+    memory,
+    payload,
+    space_of,
+    spool_of,
+    wait_idle,
+)
 
 NOTE = """---
 knowledge_type: principle
@@ -64,7 +72,7 @@ async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
     project.mkdir()
     note = tmp_path / "ledger.md"
     note.write_text(NOTE)
-    done = cli("ingest", str(note), "--space", "orbit", env=env)
+    done = cli("ingest", str(note), "--space", space_of(project), env=env)
     assert done.returncode == 0, done.stderr
 
     hook = cli("recall", "--hook", env=env, stdin=json.dumps({"cwd": str(project)}))
@@ -72,7 +80,7 @@ async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
     recalled = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     assert all(word in recalled for word in FROM_MEMORY)  # the recall holds the note
 
-    server_env = {**env, "HYBRID_RAG_SPACE": "orbit"}
+    server_env = {**env, "HYBRID_RAG_SPACE": space_of(project)}
     async with Client(stdio_params(server_env, project)) as client:
         result = await client.call_tool("hybrid_search", {"query": QUERY, "top_k": 3})
     hits = structured(result)["chunks"]
@@ -113,7 +121,7 @@ async def test_a_session_that_searched_the_memory_stores_no_content_it_returned(
     assert captured.returncode == 0, captured.stderr
     wait_idle(spool_of(tmp_path))
 
-    with memory(tmp_path, "orbit") as system:
+    with memory(tmp_path, space_of(project)) as system:
         [conv] = parse_claude_code_session(transcript)
         [doc] = system.store.documents_by_source(conversation_source(conv))
         stored = "\n".join(c.content for c in system.store.document_chunks(doc.doc_id))
