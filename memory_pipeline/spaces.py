@@ -123,16 +123,23 @@ def repository_root(folder: Path) -> Path:
     path to the same folder has the same root; a folder that no longer exists is taken
     as written."""
     start = _resolved(folder)
+    found = _repository(start)
+    return start if found is None else found[1]
+
+
+def _repository(start: Path) -> tuple[Path, Path] | None:
+    """The folder holding the ``.git`` above ``start`` (a worktree's own top) and the
+    repository's root (its main repository's, for a linked worktree); None outside any."""
     for candidate in (start, *start.parents):
         dot_git = candidate / ".git"
         try:
             if dot_git.is_dir():
-                return candidate
+                return candidate, candidate
             if dot_git.is_file():
-                return _main_worktree(candidate, dot_git)
+                return candidate, _main_worktree(candidate, dot_git)
         except OSError:  # a folder the user may not enter: not a repository's top
             continue
-    return start
+    return None
 
 
 def _resolved(folder: Path) -> Path:
@@ -228,24 +235,35 @@ def _split_here(root: Path, folder: Path, patterns: tuple[str, ...]) -> bool:
 
 
 def project_space(folder: Path) -> ProjectSpace:
-    """The space of the project ``folder`` is in. Walking up from ``folder`` to its
-    repository's root (``repository_root``), the first of:
+    """The space of the project ``folder`` is in. Walking up from ``folder`` to the top
+    of its repository (``repository_root``; outside any repository, as far as a
+    ``.mcp.json`` is found), the first of:
 
     * a ``.mcp.json`` that names a space for this memory's server (what the server Claude
       Code starts there writes to: a setup made before this rule keeps its space);
-    * a subfolder the root's ``.memory-pipeline.toml`` splits off (``split_patterns``):
-      ``marked_space`` of that subfolder, a project of its own;
+    * a subfolder the repository's ``.memory-pipeline.toml`` splits off
+      (``split_patterns``): ``marked_space`` of that subfolder in the main repository, a
+      project of its own;
 
-    else ``marked_space`` of the root."""
+    else ``marked_space`` of the root (the folder itself outside any repository)."""
     start = _resolved(folder)
-    root = repository_root(start)
+    found = _repository(start)
     between = [start, *start.parents]
-    patterns = split_patterns(root)
-    for candidate in between[: between.index(root) + 1] if root in between else [start]:
+    if found is None:
+        for candidate in between:
+            name = named_space(candidate / MCP_FILE)
+            if name is not None:
+                return ProjectSpace(name, candidate, f"named in {candidate / MCP_FILE}")
+        return ProjectSpace(marked_space(start), start, "the project's root")
+    top, root = found
+    patterns = split_patterns(top)
+    for candidate in between[: between.index(top) + 1]:
         name = named_space(candidate / MCP_FILE)
         if name is not None:
             return ProjectSpace(name, root, f"named in {candidate / MCP_FILE}")
-        if _split_here(root, candidate, patterns):
-            how = f"split off by {root / PROJECT_SETTINGS}"
-            return ProjectSpace(marked_space(candidate), candidate, how)
+        if _split_here(top, candidate, patterns):
+            split = root / candidate.relative_to(top)
+            return ProjectSpace(
+                marked_space(split), split, f"split off by {top / PROJECT_SETTINGS}"
+            )
     return ProjectSpace(marked_space(root), root, "the project's root")

@@ -30,7 +30,8 @@ HOOK_EVENT = "SessionStart"
 
 
 def hook_payload(text: str) -> dict[str, Any]:
-    """The hook's JSON payload; one without a ``cwd`` string is refused."""
+    """The hook's JSON payload; one without an absolute ``cwd`` is refused (the project
+    cannot be told from a relative one)."""
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -39,6 +40,10 @@ def hook_payload(text: str) -> dict[str, Any]:
         ) from exc
     if not isinstance(payload, dict) or not isinstance(payload.get("cwd"), str):
         raise InvalidInputError('the hook payload on stdin is not an object with a "cwd" string')
+    if not Path(payload["cwd"]).is_absolute():
+        raise InvalidInputError(
+            f"the hook payload's cwd {payload['cwd']!r} is not an absolute path"
+        )
     return payload
 
 

@@ -94,6 +94,13 @@ def test_a_folder_outside_any_repository_is_its_own_project(tmp_path: Path) -> N
     assert project_space(notes).name == marked_space(notes.resolve())
     gone = tmp_path / "no" / "longer" / "here"
     assert project_space(gone).root == gone
+    # Outside a repository, a .mcp.json naming a space makes its folder the project's
+    # top, from any folder under it.
+    (notes / "drafts").mkdir()
+    entry = {"mcpServers": {"hybrid-rag": {"env": {"HYBRID_RAG_SPACE": "notes"}}}}
+    (notes / ".mcp.json").write_text(json.dumps(entry))
+    assert project_space(notes / "drafts") == project_space(notes)
+    assert project_space(notes / "drafts").root == notes.resolve()
 
 
 def test_a_project_whose_mcp_json_names_a_space_keeps_it(two_apis: tuple[Path, Path]) -> None:
@@ -298,6 +305,16 @@ def test_a_monorepo_splits_into_the_spaces_its_settings_name(tmp_path: Path) -> 
     (mono / "services" / "auth" / "src" / ".mcp.json").write_text(json.dumps(entry))
     assert project_space(mono / "services" / "auth" / "src").name == "auth-old"
     assert project_space(mono / "services" / "auth").name == auth.name
+    # A linked worktree splits the same way, into the same spaces.
+    git(mono, "add", ".")
+    git(mono, "commit", "-q", "-m", "split")
+    tree = tmp_path / "mono-feature"
+    git(mono, "worktree", "add", "-q", "-b", "feature", str(tree))
+    (tree / "services" / "billing" / "x").mkdir(parents=True)
+    (tree / "docs").mkdir(exist_ok=True)
+    in_tree = project_space(tree / "services" / "billing" / "x")
+    assert (in_tree.name, in_tree.root) == (billing.name, billing.root)
+    assert project_space(tree / "docs").name == whole.name
 
 
 @pytest.mark.parametrize(

@@ -231,9 +231,16 @@ def _cli(
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "Project-A"  # setup claude-code names its space project-a
-    folder.mkdir()
+    folder = tmp_path / "Project-A"
+    set_up(folder, SPACE)
     yield folder
+
+
+def set_up(folder: Path, space: str) -> None:
+    """A project whose .mcp.json names ``space`` for the memory's server, as setup writes it."""
+    (folder / "src").mkdir(parents=True)
+    entry = {"mcpServers": {"hybrid-rag": {"env": {"HYBRID_RAG_SPACE": space}}}}
+    (folder / ".mcp.json").write_text(json.dumps(entry))
 
 
 def _payload(cwd: Path) -> str:
@@ -249,8 +256,12 @@ def test_the_hook_takes_the_space_from_the_payloads_cwd(settings: Settings, proj
     assert hook["hookEventName"] == "SessionStart"
     assert "Never commit generated indices" in hook["additionalContext"]
     assert "Project B" not in hook["additionalContext"]
+    # From a subfolder, the same project.
+    inner = _cli(settings, "--hook", stdin=_payload(project / "src"))
+    assert json.loads(inner.stdout) == json.loads(out.stdout)
     # Another folder is another project: its space holds nothing of project-a's.
-    other = _cli(settings, "--hook", stdin=_payload(project.parent / "project-b"))
+    set_up(project.parent / "project-b", "project-b")
+    other = _cli(settings, "--hook", stdin=_payload(project.parent / "project-b" / "src"))
     context = json.loads(other.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "Project B principle" in context and "Never commit" not in context
     # --space wins over the payload's folder.
@@ -268,7 +279,8 @@ def test_the_block_is_the_same_across_processes(settings: Settings, project: Pat
 
 
 @pytest.mark.parametrize(
-    "stdin", ["", "not json", "[1, 2]", '{"session_id": "x"}', '{"cwd": 3}', '{"cwd": "/"}']
+    "stdin",
+    ["", "not json", "[1, 2]", '{"session_id": "x"}', '{"cwd": 3}', '{"cwd": "relative/folder"}'],
 )
 def test_a_bad_payload_never_breaks_the_session(settings: Settings, stdin: str) -> None:
     out = _cli(settings, "--hook", stdin=stdin)
