@@ -33,6 +33,8 @@ CLAIMED = ".work"
 LOCK_NAME = "worker.lock"
 LOG_NAME = "capture.log"
 LEDGER_NAME = "ledger.json"
+#: Captures refused for good, each with its reason: out of the queue, kept to be seen.
+FAILED_DIR = "failed"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -108,6 +110,32 @@ def worker_lock(spool: Path) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def set_aside(spool: Path, claimed: Path, capture: Capture, reason: str) -> Path:
+    """Take a claimed capture out of the queue for good, kept with ``reason`` under
+    ``failed/`` (written whole before the claim is removed: a kill between the two
+    leaves the claim, which the next worker sets aside again)."""
+    kept = spool / FAILED_DIR / f"{capture.stem}.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    record = {**asdict(capture), "reason": reason, "set_aside_at": stamp}
+    replace_text(kept, json.dumps(record, ensure_ascii=False) + "\n")
+    claimed.unlink(missing_ok=True)
+    return kept
+
+
+def examine(capture: Capture) -> str | None:
+    """Why the capture's transcript cannot be read, or None when it can be opened."""
+    try:
+        with open(capture.transcript, "rb"):
+            return None
+    except FileNotFoundError:
+        return "the transcript is gone"
+    except OSError as exc:
+        return (
+            f"the transcript cannot be examined: {exc.strerror or exc} ({exc.__class__.__name__})"
+        )
 
 
 def log(spool: Path, line: str) -> None:

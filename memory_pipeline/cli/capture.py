@@ -171,33 +171,66 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
                             spool.log(folder, f"dropped: {exc}")
                             path.unlink(missing_ok=True)
                             continue
+                        why = spool.examine(capture)
+                        if why is not None:  # refused before it could hold up the others
+                            spool.set_aside(folder, path, capture, why)
+                            spool.log(folder, f"set aside: {why}: {capture.session_id}")
+                            refused += 1
+                            continue
                         groups.setdefault(capture.space, []).append((path, capture))
                     for space, items in groups.items():
                         files = [Path(c.transcript) for _, c in items]
                         config = given_config(
                             SourceKind.CLAUDE_CODE, files, space, folder / spool.LEDGER_NAME
                         )
-                        with open_ledger(config.state_path) as ledger:
+                        with open_ledger(usable_ledger(folder)) as ledger:
                             report = store_files(system, config, files, ledger)
                         for path, capture in items:
-                            why = report.failed.get(capture.transcript)
-                            if not Path(capture.transcript).is_file():
-                                why = "the transcript is gone"
-                            state = f"refused: {why}" if why else "stored"
+                            why = report.failed.get(capture.transcript) or spool.examine(capture)
+                            state = f"set aside: {why}" if why else "stored"
                             spool.log(folder, f"{state}: {capture.session_id} (space {space})")
                             refused += bool(why)
                             stored += not why
-                            if not why and capture.root:
+                            if why:  # refused for good: kept with its reason, out of the queue
+                                spool.set_aside(folder, path, capture, why)
+                                continue
+                            if capture.root:
                                 system.store.note_capture(space, capture.root, now())
-                            path.unlink(missing_ok=True)  # stored, or refused for good
+                            path.unlink(missing_ok=True)
                 if system is not None and system.index_due():
                     r = system.update_index()
                     spool.log(folder, f"index version {r.version}: +{r.added} -{r.removed}")
     finally:
         if system is not None:
             system.close()
-    print(f"{stored} captured sessions stored or current, {refused} refused; none pending")
+    print(
+        f"{stored} captured sessions stored or current, {refused} set aside (with their reasons "
+        f"in {folder / spool.FAILED_DIR}); none pending"
+    )
     return 0
+
+
+def usable_ledger(folder: Path) -> Path:
+    """The capture ledger's path, an unreadable ledger set aside first (renamed beside it
+    and logged): it only remembers what each transcript produced, the database what is
+    stored, so a new one loses nothing and no state file can stall the worker."""
+    from memory_pipeline.sources.ledger import read_ledger
+
+    path = folder / spool.LEDGER_NAME
+    try:
+        read_ledger(path)
+    except InvalidInputError as exc:
+        stamp = now_stamp()
+        aside = path.with_name(f"{path.name}.unreadable-{stamp}")
+        os.replace(path, aside)
+        spool.log(folder, f"set aside the unreadable ledger as {aside.name} ({exc})")
+    return path
+
+
+def now_stamp() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
 
 
 def register(

@@ -76,6 +76,11 @@ def read_ledger(path: Path) -> Ledger:
         raise InvalidInputError(
             f"sync ledger {path} is unreadable ({exc}); delete it and run a full sync"
         ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("files") or {}, dict):
+        raise InvalidInputError(
+            f'sync ledger {path} is not a ledger (a JSON object with an object "files"); '
+            "delete it and run a full sync"
+        )
     files = {
         p: LedgerEntry(**{k: v for k, v in e.items() if k in LedgerEntry.__dataclass_fields__})
         for p, e in (data.get("files") or {}).items()

@@ -175,13 +175,14 @@ def test_a_payload_it_cannot_use_exits_without_harm(
     assert (folder / spool.LOG_NAME).read_text().strip()  # the reason is in the log
 
 
-def test_a_capture_of_a_missing_transcript_is_logged_and_dropped(tmp_path: Path) -> None:
+def test_a_capture_of_a_missing_transcript_is_logged_and_set_aside(tmp_path: Path) -> None:
     env = hook_env(tmp_path)
     gone = tmp_path / "claude" / "gone.jsonl"
     assert cli("capture", env=env, stdin=payload(gone, tmp_path / "proj")).returncode == 0
     folder = spool_of(tmp_path)
     wait_idle(folder)
-    assert "refused: the transcript is gone" in (folder / spool.LOG_NAME).read_text()
+    assert "set aside: the transcript is gone" in (folder / spool.LOG_NAME).read_text()
+    assert spool.waiting(folder) == []
 
 
 def test_the_hook_imports_no_settings_store_or_arrays(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ CASES: dict[str, Case] = {
     ),
     "capture": Case(
         args=("--drain",),
-        stdout="1 captured sessions stored or current, 0 refused; none pending",
+        stdout="1 captured sessions stored or current, 0 set aside (with their reasons in ",
         before=_pending_capture,
         bad_args=("--drain", "--bogus"),
         bad_message="unrecognized arguments: --bogus",
