@@ -100,7 +100,9 @@ def derived_space(folder: Path) -> str:
 
 #: The characters of a root's mark (``project_space``): hex of the SHA-256 of its path.
 MARK_CHARS = 6
-#: The server entry whose space a project's ``.mcp.json`` names (``cli.setup.SERVER_NAME``).
+#: The server's name in a project's ``.mcp.json``, whose entry names the project's space:
+#: the shipped subagents call its tools as ``mcp__hybrid-rag__<tool>``, so they work only
+#: under this name (``setup`` writes it).
 SERVER_NAME = "hybrid-rag"
 MCP_FILE = ".mcp.json"
 #: A repository's own settings for its spaces, at its root (``split_patterns``).

@@ -214,23 +214,19 @@ def usable_ledger(folder: Path) -> Path:
     """The capture ledger's path, an unreadable ledger set aside first (renamed beside it
     and logged): it only remembers what each transcript produced, the database what is
     stored, so a new one loses nothing and no state file can stall the worker."""
+    import datetime as dt
+
     from memory_pipeline.sources.ledger import read_ledger
 
     path = folder / spool.LEDGER_NAME
     try:
         read_ledger(path)
     except InvalidInputError as exc:
-        stamp = now_stamp()
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         aside = path.with_name(f"{path.name}.unreadable-{stamp}")
         os.replace(path, aside)
         spool.log(folder, f"set aside the unreadable ledger as {aside.name} ({exc})")
     return path
-
-
-def now_stamp() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
 
 
 def register(

@@ -24,13 +24,14 @@ from typing import Any
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.spaces import SERVER_NAME as _SERVER_NAME
-from memory_pipeline.spaces import derived_space, marked_space, project_space
+from memory_pipeline.spaces import (
+    MCP_FILE,
+    SERVER_NAME,
+    derived_space,
+    marked_space,
+    project_space,
+)
 
-#: The server's name in ``.mcp.json``: the shipped subagents call its tools as
-#: ``mcp__hybrid-rag__<tool>``, so they work only under this name.
-SERVER_NAME = _SERVER_NAME
-MCP_FILE = ".mcp.json"
 AGENTS_DIR = Path(".claude") / "agents"
 SETTINGS_FILE = Path(".claude") / "settings.json"
 #: Seconds Claude Code gives each hook before it stops waiting (``capture`` returns at once).

@@ -33,6 +33,7 @@ from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.spaces import check_space, doc_id_in_space
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.forgetting import RUN_ARCHIVED
+from memory_pipeline.store.redactions import add_redactions
 from memory_pipeline.store.rows import batched
 from memory_pipeline.store.schema import (
     ArchiveRestore,
@@ -198,12 +199,7 @@ class MergeQueries(StoreBase):
                     .with_for_update()
                 )
             }
-            for kind, n in sorted(moved.items()):
-                row = s.get(Redaction, (new, kind))
-                if row is None:
-                    s.add(Redaction(space=new, kind=kind, count=n))
-                else:
-                    row.count += n
+            add_redactions(s, moved, new)
             s.execute(sa.delete(Redaction).where(Redaction.space == old))
             return moved
 
