@@ -35,6 +35,12 @@ LOG_NAME = "capture.log"
 LEDGER_NAME = "ledger.json"
 #: Captures refused for good, each with its reason: out of the queue, kept to be seen.
 FAILED_DIR = "failed"
+#: The last run of a worker that could not run (its reason): removed by the next that ends well.
+FAILURE_NAME = "worker.failed"
+#: What the user runs to see, retry or drop what waits or was set aside.
+STATUS_COMMAND = "memory-pipeline capture --status"
+#: The characters of a worker's failure a notice shows (``--status`` shows it whole).
+NOTICE_REASON = 200
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -147,3 +153,103 @@ def log(spool: Path, line: str) -> None:
             fh.write(f"{stamp} [{os.getpid()}] {' '.join(line.split())}\n")
     except OSError:
         pass
+
+
+def note_failure(spool: Path, reason: str) -> None:
+    """Record that a worker could not run, and why (its first line): the next
+    ``SessionStart`` and ``capture --status`` say so until a worker ends well."""
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    first = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    try:
+        spool.mkdir(parents=True, exist_ok=True)
+        replace_text(spool / FAILURE_NAME, json.dumps({"reason": first, "at": stamp}) + "\n")
+    except OSError:
+        pass  # the log still has it
+
+
+def clear_failure(spool: Path) -> None:
+    (spool / FAILURE_NAME).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A capture set aside for good: where its record is, what it was and why."""
+
+    path: Path
+    capture: Capture
+    reason: str
+    set_aside_at: str
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the capture folder holds besides the stored: captures waiting (pending or
+    claimed), captures set aside with their reasons, ledgers set aside, and the failure
+    of the last worker that could not run."""
+
+    waiting: list[Path]
+    kept: list[Kept]
+    ledgers: list[Path]
+    failure: dict[str, str] | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "waiting": len(self.waiting),
+            "set_aside": len(self.kept),
+            "ledgers_set_aside": len(self.ledgers),
+            "worker_failed": int(self.failure is not None),
+        }
+
+    def notice(self) -> str:
+        """One line for the user when something needs them, else "": the worker cannot
+        run, or captures or a ledger were set aside; with what to run."""
+        parts = []
+        if self.failure is not None:
+            reason = self.failure["reason"]
+            reason = reason if len(reason) <= NOTICE_REASON else reason[: NOTICE_REASON - 1] + "…"
+            parts.append(
+                f"{sessions(len(self.waiting))} not stored yet: the capture worker could "
+                f"not run ({reason})"
+            )
+        if self.kept:
+            parts.append(f"{sessions(len(self.kept))} set aside, not stored")
+        if self.ledgers:
+            parts.append("an unreadable capture ledger was set aside and a new one begun")
+        if not parts:
+            return ""
+        return f"memory-pipeline: {'; '.join(parts)}. Run `{STATUS_COMMAND}` to see why."
+
+
+def sessions(n: int) -> str:
+    return f"{n} captured session" + ("" if n == 1 else "s")
+
+
+def status(spool: Path) -> Status:
+    """The capture folder as ``capture --status`` shows it; reads only. A record that
+    cannot be read is listed with that as its reason."""
+    kept = []
+    folder = spool / FAILED_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            fields = {k: str(raw[k]) for k in Capture.__dataclass_fields__ if k in raw}
+            capture = Capture(**fields)
+            kept.append(Kept(path, capture, str(raw["reason"]), str(raw.get("set_aside_at", ""))))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            blank = Capture(session_id=path.stem, transcript="", space="")
+            kept.append(Kept(path, blank, f"its record cannot be read: {exc}", ""))
+    failure = None
+    try:
+        raw = json.loads((spool / FAILURE_NAME).read_text(encoding="utf-8"))
+        failure = {"reason": str(raw["reason"]), "at": str(raw["at"])}
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        failure = {"reason": f"its record cannot be read: {exc}", "at": ""}
+    ledgers = sorted(spool.glob(f"{LEDGER_NAME}.unreadable-*")) if spool.is_dir() else []
+    return Status(waiting(spool), kept, ledgers, failure)

@@ -306,6 +306,7 @@ class MemorySystem:
             self.embedder.model_id,
             self.embedder.dim,
             backend=self.backend.name,
+            capture_dir=self.settings.capture_dir,
         )
 
     def system_stats(self) -> SystemStats:
@@ -315,6 +316,7 @@ class MemorySystem:
             embedder_id=self.embedder.model_id,
             reranker_status=self.reranker_status,
             backend=self.backend.name,
+            capture_dir=self.settings.capture_dir,
         )
 
     def duplicate_audit(self, *, threshold: float = 0.95, max_pairs: int = 1000) -> DuplicateReport:

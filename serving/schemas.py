@@ -389,4 +389,9 @@ class SystemStatsOut(_Report):
     redactions: dict[str, int] = Field(
         default_factory=dict, description="secrets and private spans taken out before storing"
     )
+    captures: dict[str, int] = Field(
+        default_factory=dict,
+        description="captured sessions waiting and set aside; worker_failed 1 when the "
+        "capture worker could not run",
+    )
     generated_at: dt.datetime

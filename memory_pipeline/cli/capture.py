@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
@@ -146,7 +147,30 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
     """Store every pending capture, holding the spool's lock; 0 when none is left.
 
     Another worker holding the lock is not waited for: it looks at the spool again after
-    letting go of the lock, so it sees any capture written before this one tried."""
+    letting go of the lock, so it sees any capture written before this one tried. A
+    worker that cannot run (a model that does not load, a bad setting) records why
+    (``spool.note_failure``) before it fails; one that ends well removes the record."""
+    try:
+        done = _drain(folder, make_system)
+    except Exception as exc:  # the worker could not run: the next SessionStart says so
+        reason = str(exc) or exc.__class__.__name__
+        spool.note_failure(folder, reason)
+        spool.log(folder, f"the worker could not run: {reason}")
+        raise
+    if done is None:
+        print("another worker is storing the pending captures")
+        return 0
+    stored, refused = done
+    spool.clear_failure(folder)
+    print(
+        f"{stored} captured sessions stored or current, {refused} set aside (with their reasons "
+        f"in {folder / spool.FAILED_DIR}); none pending"
+    )
+    return 0
+
+
+def _drain(folder: Path, make_system: Callable[[], Any]) -> tuple[int, int] | None:
+    """``drain``'s work: (stored, set aside), or None when another worker holds the lock."""
     from memory_pipeline.sources.given import given_config, store_files
     from memory_pipeline.sources.ledger import open_ledger
     from memory_pipeline.sources.sources_file import SourceKind
@@ -159,8 +183,7 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
             with spool.worker_lock(folder) as held:
                 if not held:
                     spool.log(folder, "another worker holds the lock; it takes these too")
-                    print("another worker is storing the pending captures")
-                    return 0
+                    return None
                 while claimed := spool.claim(folder):
                     system = system or make_system()
                     groups: dict[str, list[tuple[Path, spool.Capture]]] = {}
@@ -203,11 +226,7 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
     finally:
         if system is not None:
             system.close()
-    print(
-        f"{stored} captured sessions stored or current, {refused} set aside (with their reasons "
-        f"in {folder / spool.FAILED_DIR}); none pending"
-    )
-    return 0
+    return stored, refused
 
 
 def usable_ledger(folder: Path) -> Path:
@@ -229,6 +248,107 @@ def usable_ledger(folder: Path) -> Path:
     return path
 
 
+def status_json(folder: Path, state: spool.Status) -> dict[str, Any]:
+    def waiting(path: Path) -> dict[str, Any]:
+        try:
+            capture: dict[str, Any] = asdict(spool.read_capture(path))
+        except InvalidInputError as exc:
+            capture = {"error": str(exc)}
+        claimed = path.suffix == spool.CLAIMED
+        return {"name": path.stem, "state": "claimed" if claimed else "pending", **capture}
+
+    return {
+        "folder": str(folder),
+        "counts": state.counts,
+        "waiting": [waiting(p) for p in state.waiting],
+        "set_aside": [
+            {
+                "name": k.name,
+                **asdict(k.capture),
+                "reason": k.reason,
+                "set_aside_at": k.set_aside_at,
+            }
+            for k in state.kept
+        ],
+        "ledgers_set_aside": [p.name for p in state.ledgers],
+        "worker_failure": state.failure,
+        "notice": state.notice(),
+    }
+
+
+def render_status(folder: Path, state: spool.Status) -> str:
+    """``capture --status`` as text: what waits, what was set aside and why, what to run."""
+    data = status_json(folder, state)
+    lines = [f"capture folder: {folder}"]
+    if state.failure is not None:
+        lines += [
+            f"the worker could not run ({state.failure['at']}): {state.failure['reason']}",
+            "  fix that, then `memory-pipeline capture --drain` stores what waits "
+            "(its log: capture.log)",
+        ]
+    lines.append(f"waiting to be stored: {len(state.waiting)}")
+    for item in data["waiting"]:
+        where = f"space {item['space']}" if "space" in item else item["error"]
+        lines.append(f"  {item['name']} ({item['state']}, {where})")
+    lines.append(f"set aside: {len(state.kept)}")
+    for kept in state.kept:
+        lines += [
+            f"  {kept.name} (space {kept.capture.space or '?'}, {kept.set_aside_at or '?'})",
+            f"    why: {kept.reason}",
+            f"    transcript: {kept.capture.transcript or '?'}",
+        ]
+    for ledger in state.ledgers:
+        lines.append(f"ledger set aside: {ledger.name} (unreadable; a new one was begun)")
+    if state.kept or state.ledgers:
+        lines.append(
+            "  `memory-pipeline capture --retry NAME|all` stores set-aside captures again "
+            "(once their reason is fixed); `--drop NAME|all` forgets them"
+        )
+    if not state.notice():
+        lines.append("nothing needs you")
+    return "\n".join(lines)
+
+
+def chosen(state: spool.Status, names: Sequence[str]) -> tuple[list[spool.Kept], list[Path]]:
+    """The set-aside captures and ledgers ``names`` pick (each a capture's name or session
+    id, a ledger's file name, or ``all``); a name that picks nothing is refused before
+    anything changes."""
+    if "all" in names:
+        return list(state.kept), list(state.ledgers)
+    kept = [k for k in state.kept if k.name in names or k.capture.session_id in names]
+    ledgers = [p for p in state.ledgers if p.name in names]
+    picked = {k.name for k in kept} | {k.capture.session_id for k in kept}
+    unknown = [n for n in names if n not in picked | {p.name for p in ledgers}]
+    if unknown:
+        raise InvalidInputError(
+            f"nothing set aside is named {', '.join(map(repr, unknown))}; nothing was changed "
+            "(`memory-pipeline capture --status` lists the names, or give all)"
+        )
+    return kept, ledgers
+
+
+def retry(folder: Path, names: Sequence[str], make_system: Callable[[], Any]) -> int:
+    """Put set-aside captures back in the queue, then store what waits in the foreground:
+    a reason that still holds sets them aside again."""
+    kept, _ = chosen(spool.status(folder), names)
+    for item in kept:
+        spool.write_pending(folder, item.capture)
+        item.path.unlink(missing_ok=True)
+        spool.log(folder, f"retried: {item.capture.session_id}")
+    print(f"{len(kept)} set-aside captures put back in the queue")
+    return drain(folder, make_system)
+
+
+def drop(folder: Path, names: Sequence[str]) -> int:
+    """Forget set-aside captures and ledgers (their transcripts are not touched)."""
+    kept, ledgers = chosen(spool.status(folder), names)
+    for path in [k.path for k in kept] + ledgers:
+        path.unlink(missing_ok=True)
+        spool.log(folder, f"dropped: {path.name}")
+    print(f"dropped {len(kept)} set-aside captures and {len(ledgers)} set-aside ledgers")
+    return 0
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -240,9 +360,23 @@ def register(
         env = dict(os.environ)
         if args.db:  # the worker the hook starts stores where this was told, too
             env[DB_PATH_VARIABLE] = str(Path(args.db).resolve())
-        if not args.drain:
-            return hook(sys.stdin, env, args.space)
-        return drain(capture_dir(db_from_env(env)), lambda: make_system(args))
+        folder = capture_dir(db_from_env(env))
+        if args.status:
+            state = spool.status(folder)
+            if args.json:
+                print(json.dumps(status_json(folder, state), ensure_ascii=False, indent=2))
+            else:
+                print(render_status(folder, state))
+            return 0
+        if args.json:
+            raise InvalidInputError("--json goes with --status")
+        if args.retry:
+            return retry(folder, args.retry, lambda: make_system(args))
+        if args.drop:
+            return drop(folder, args.drop)
+        if args.drain:
+            return drain(folder, lambda: make_system(args))
+        return hook(sys.stdin, env, args.space)
 
     p = sub.add_parser(
         "capture",
@@ -251,11 +385,35 @@ def register(
         description="Read a Claude Code hook payload (SessionEnd, PreCompact) on stdin, "
         "record its session as pending and start a worker that stores it in the space of "
         "the project at the payload's cwd (or --space). --drain stores every pending "
-        "session now, in the foreground.",
+        "session now, in the foreground; --status lists what waits, what was set aside "
+        "and why, and whether the worker could run; --retry and --drop act on what was "
+        "set aside.",
     )
-    p.add_argument(
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
         "--drain",
         action="store_true",
         help="store every pending capture now (what the started worker does)",
     )
+    what.add_argument(
+        "--status",
+        action="store_true",
+        help="list the captures waiting and those set aside with their reasons, and the "
+        "worker's last failure; changes nothing",
+    )
+    what.add_argument(
+        "--retry",
+        nargs="+",
+        metavar="NAME",
+        help="put set-aside captures back in the queue (names or session ids from --status, "
+        "or all) and store them now",
+    )
+    what.add_argument(
+        "--drop",
+        nargs="+",
+        metavar="NAME",
+        help="forget set-aside captures and ledgers (names from --status, or all); "
+        "transcripts are not touched",
+    )
+    p.add_argument("--json", action="store_true", help="--status as JSON")
     p.set_defaults(func=cmd_capture)

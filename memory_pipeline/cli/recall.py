@@ -3,7 +3,9 @@
 Run by hand it prints the block (``memory.recall``) for the bound space. As Claude Code's
 ``SessionStart`` hook (``--hook``) it reads the hook's JSON payload on stdin, takes the
 space of the project at the payload's ``cwd`` as capture takes it (``spaces.project_space``,
-unless ``--space`` or ``HYBRID_RAG_SPACE`` is set), and prints the block as the hook's ``additionalContext``.
+unless ``--space`` or ``HYBRID_RAG_SPACE`` is set), and prints the block as the hook's
+``additionalContext``; when captured sessions cannot be stored (the worker cannot run,
+some were set aside) one line says so to the user (``systemMessage``).
 A hook must never stand in a session's way: whatever goes wrong is one line on stderr
 and exit 0 (Claude Code shows it to the user, the session starts as usual).
 
@@ -47,13 +49,20 @@ def hook_payload(text: str) -> dict[str, Any]:
     return payload
 
 
-def hook_output(block: str, event: str) -> str:
+def hook_output(block: str, event: str, notice: str = "") -> str:
     """The block as Claude Code takes a hook's added context: ``hookSpecificOutput``,
-    fenced (``hygiene.fence``) so that the session, once captured, does not store it again."""
+    fenced (``hygiene.fence``) so that the session, once captured, does not store it again.
+    A ``notice`` for the user (``spool.Status.notice``) goes in ``systemMessage``, which
+    Claude Code shows them, and heads the context, so the agent can speak of it too."""
     from memory_pipeline.hygiene.private import fence
 
-    added = fence(block) if block else block
-    output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": added}}
+    text = "\n\n".join(part for part in (notice, block) if part)
+    added = fence(text) if text else text
+    output: dict[str, Any] = {
+        "hookSpecificOutput": {"hookEventName": event, "additionalContext": added}
+    }
+    if notice:
+        output["systemMessage"] = notice
     return json.dumps(output, ensure_ascii=False)
 
 
@@ -74,15 +83,18 @@ def _recall(settings: Settings, budget: int) -> str:
         store.close()
 
 
-def _catch_up(settings: Settings) -> None:
+def _catch_up(settings: Settings) -> str:
     """Start capture's worker when sessions wait in the spool: one that ended while
-    nothing could store it is stored as the next session starts (docs/capture.md)."""
+    nothing could store it is stored as the next session starts (docs/capture.md). The
+    line the user should see about the capture folder, or "" (``spool.Status.notice``)."""
     from memory_pipeline import spool
     from memory_pipeline.cli.capture import start_worker
 
     folder = settings.capture_dir
-    if spool.waiting(folder):
+    state = spool.status(folder)
+    if state.waiting:
         start_worker(folder, os.environ)
+    return state.notice()
 
 
 def register(
@@ -103,14 +115,14 @@ def register(
             if not (args.space or os.environ.get(variable("space"))):
                 args.space = project_space(Path(payload["cwd"])).name
             settings = make_settings(args)
-            _catch_up(settings)
+            notice = _catch_up(settings)
             block = _recall(settings, args.budget or settings.memory.recall_budget)
         except Exception as exc:  # a hook never breaks the session: say why, exit 0
             print(f"memory-pipeline recall: nothing recalled: {exc}", file=sys.stderr)
             return 0
-        if block:
+        if block or notice:
             event = payload.get("hook_event_name")
-            print(hook_output(block, event if isinstance(event, str) else HOOK_EVENT))
+            print(hook_output(block, event if isinstance(event, str) else HOOK_EVENT, notice))
         return 0
 
     p = sub.add_parser(

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from memory_pipeline import spool
 from memory_pipeline.errors import IndexUnavailableError
 from memory_pipeline.index.protocols import IndexSource, IndexView
 from memory_pipeline.index.tokenizer import TOKENIZER_ID
@@ -363,6 +364,34 @@ def check_archive(ctx: _Context) -> list[HealthFinding]:
     return [HealthFinding("archive", "ok", 0, f"{total} archive lines parse")]
 
 
+def capture_findings(folder: Path) -> list[HealthFinding]:
+    """The capture folder (``spool.status``): a worker that could not run is an error
+    (sessions are not being stored), captures or a ledger set aside a warning, captures
+    waiting for a worker info."""
+    state = spool.status(folder)
+    findings = []
+    see = f"; `{spool.STATUS_COMMAND}` shows why"
+    if state.failure is not None:
+        reason = (
+            f"the capture worker could not run ({state.failure['at']}): {state.failure['reason']}"
+        )
+        findings.append(HealthFinding("capture", "error", len(state.waiting), reason + see))
+    elif state.waiting:
+        message = f"{len(state.waiting)} captured sessions wait for the capture worker"
+        findings.append(HealthFinding("capture", "info", len(state.waiting), message))
+    if state.kept or state.ledgers:
+        message = (
+            f"{len(state.kept)} captured sessions and {len(state.ledgers)} capture ledgers "
+            f"were set aside, not stored{see}"
+        )
+        names: list[int | str] = [k.capture.session_id for k in state.kept]
+        names += [p.name for p in state.ledgers]
+        findings.append(HealthFinding("capture", "warning", len(names), message, names[:EXAMPLES]))
+    return findings or [
+        HealthFinding("capture", "ok", 0, "no captured session waits or was set aside")
+    ]
+
+
 CHECKS: dict[str, Check] = {
     "membership": check_membership,
     "missing_vectors": check_missing_vectors,
@@ -381,8 +410,10 @@ def index_health(
     dim: int | None,
     *,
     backend: str = "local",
+    capture_dir: Path | None = None,
 ) -> HealthReport:
-    """Run every check in :data:`CHECKS`; read-only. ``healthy`` is False on any error."""
+    """Run every check in :data:`CHECKS`, and of the capture folder when given; read-only.
+    ``healthy`` is False on any error."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     try:
@@ -403,6 +434,10 @@ def index_health(
         started = time.perf_counter()
         findings.extend(check(ctx))
         timings[name] = (time.perf_counter() - started) * 1000
+    if capture_dir is not None:
+        started = time.perf_counter()
+        findings.extend(capture_findings(capture_dir))
+        timings["capture"] = (time.perf_counter() - started) * 1000
     return HealthReport(
         findings=findings,
         healthy=not any(f.severity == "error" for f in findings),

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from memory_pipeline import spool
 from memory_pipeline.index.protocols import IndexSource
 from memory_pipeline.memory.health import render_table
 from memory_pipeline.store import Store
@@ -68,6 +70,8 @@ class SystemStats:
     spaces: str = "space 'default'"
     # What the redaction step took out before texts were kept, by kind (docs/hygiene.md).
     redactions: dict[str, int] = field(default_factory=dict)
+    # The capture folder: sessions waiting, set aside, and whether the worker could run.
+    captures: dict[str, int] = field(default_factory=dict)
     generated_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     @property
@@ -124,7 +128,24 @@ class SystemStats:
                     ["redacted", "times"], [[k, str(n)] for k, n in self.redactions.items()]
                 )
             )
+        if self.captures:
+            lines += ["", render_captures(self.captures)]
         return "\n".join(lines)
+
+
+def render_captures(counts: dict[str, int]) -> str:
+    """The capture folder's counts in a line, with what to run when something needs the user."""
+    line = (
+        f"captured sessions: {counts['waiting']} waiting, {counts['set_aside']} set aside"
+        + (
+            f", {counts['ledgers_set_aside']} ledgers set aside"
+            if counts["ledgers_set_aside"]
+            else ""
+        )
+        + ("; the worker could not run" if counts["worker_failed"] else "")
+    )
+    needs = counts["set_aside"] or counts["ledgers_set_aside"] or counts["worker_failed"]
+    return line + (" (memory-pipeline capture --status)" if needs else "")
 
 
 def _size(n: int) -> str:
@@ -178,8 +199,10 @@ def system_stats(
     embedder_id: str,
     reranker_status: str,
     backend: str = "local",
+    capture_dir: Path | None = None,
 ) -> SystemStats:
-    """Counts, coverage and usage of the memory plus what serves it; never writes."""
+    """Counts, coverage and usage of the memory plus what serves it, and the capture
+    folder's counts when given; never writes."""
     counts = store.counts_report(ACCESS_BUCKETS, TOP_TAGS)
     in_use = _reranker_in_use(reranker_status)
     return SystemStats(
@@ -200,4 +223,5 @@ def system_stats(
         reranker_status=reranker_status or "none",
         spaces=store.spaces.describe(),
         redactions=store.redaction_counts(),
+        captures={} if capture_dir is None else spool.status(capture_dir).counts,
     )

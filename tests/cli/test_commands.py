@@ -52,7 +52,7 @@ STATS_KEYS = {
     "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
     "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",
     "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "spaces", "generated_at",
-    "importance_share", "tag_coverage", "redactions",
+    "importance_share", "tag_coverage", "redactions", "captures",
 }  # fmt: skip
 DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
@@ -65,6 +65,9 @@ FORGET_KEYS = {
 RESTORE_KEYS = {
     "selector", "selected", "restored", "reused_vectors", "reembedded", "documents_recreated",
     "new_ids", "skipped", "not_archived", "index_version", "index_error", "seconds",
+}  # fmt: skip
+CAPTURE_STATUS_KEYS = {
+    "folder", "counts", "waiting", "set_aside", "ledgers_set_aside", "worker_failure", "notice",
 }  # fmt: skip
 STATUS_ROW_KEYS = {"path", "root", "kind", "state", "reason", "documents"}
 
@@ -231,6 +234,14 @@ def _pending_capture(ctx: Ctx) -> None:
     spool.write_pending(capture_dir(ctx.dir / "memory.db"), capture)
 
 
+def _check_capture_status(ctx: Ctx, out: dict[str, Any]) -> None:
+    """The pending capture is listed, in the spool beside the database given by --db."""
+    assert out["folder"] == str(capture_dir(ctx.dir / "memory.db"))
+    [waiting] = out["waiting"]
+    assert (waiting["state"], waiting["space"]) == ("pending", "proj")
+    assert out["counts"]["waiting"] == 1 and out["notice"] == ""
+
+
 def _check_setup(ctx: Ctx, out: str) -> None:
     """The storage flags given are written as they were, absolute."""
     env = json.loads((ctx.dir / ".mcp.json").read_text())["mcpServers"]["hybrid-rag"]["env"]
@@ -377,12 +388,14 @@ CASES: dict[str, Case] = {
         bad_args=("claude_code", "{dir}/nowhere"),
         bad_message="/nowhere: no such file or folder",
     ),
-    "capture": Case(
-        args=("--drain",),
-        stdout="1 captured sessions stored or current, 0 set aside (with their reasons in ",
+    "capture": Case(  # --drain and the hook: tests/capture
+        args=("--status", "--json"),
+        stdout='"waiting"',
+        json_keys=CAPTURE_STATUS_KEYS,
         before=_pending_capture,
-        bad_args=("--drain", "--bogus"),
+        bad_args=("--status", "--bogus"),
         bad_message="unrecognized arguments: --bogus",
+        check=_check_capture_status,
     ),
     "demo": Case(
         args=("--query", "Why should old news fade?"),
