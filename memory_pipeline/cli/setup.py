@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
@@ -128,51 +130,136 @@ def hook_commands(space: str | None, read_spaces: Iterable[str] = ()) -> dict[st
     }
 
 
-def _read_object(path: Path) -> dict[str, Any]:
-    """``path``'s JSON object ({} when absent or blank); anything else is refused, the
-    file left as it was."""
-    if not path.exists():
-        return {}
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column "
-            f"{exc.colno}); it was left as it was: fix it, then run setup again"
-        ) from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(
-            f"{path} is not a JSON object; it was left as it was: fix it, then run setup again"
-        )
+#: What a refused file's message ends with: setup writes nothing unless it can write exactly.
+LEFT = "it was left as it was and nothing was written: fix it, then run setup again"
+
+
+class _NotKept(ValueError):
+    """A JSON file holds what could not be written back as it was written."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotKept(f"holds the number {text}, beyond what JSON readers can keep")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotKept(f"holds {name}, which is not JSON")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _NotKept(f'holds the key "{key}" twice in one object, and only one could be kept')
+        data[key] = value
     return data
 
 
-def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, list[str]]:
-    """``path``'s text with a command hook for each event of ``commands`` (one already
-    running that command is kept, so a second run adds nothing), every other hook and
-    setting kept; and the events a hook was added to."""
+def _read_object(path: Path) -> dict[str, Any]:
+    """``path``'s JSON object ({} when absent or blank), through a symlink; a file that
+    is not one, or that could not be written back as it was written (a number out of
+    range, NaN or Infinity, a key twice, text that is not UTF-8 or a lone surrogate), is
+    refused and left as it was."""
+    if not path.exists():
+        return {}
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"{path} cannot be read ({exc.strerror}); {LEFT}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text (byte {exc.start}); {LEFT}") from exc
+    try:
+        data = (
+            json.loads(
+                text, parse_float=_finite, parse_constant=_no_constant, object_pairs_hook=_unique
+            )
+            if text.strip()
+            else {}
+        )
+    except _NotKept as exc:
+        raise InvalidInputError(f"{path} {exc}; {LEFT}") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {LEFT}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} is not a JSON object; {LEFT}")
+    _json_text(path, data)  # a lone surrogate: refused now, not once half is written
+    return data
+
+
+def _json_text(path: Path, data: dict[str, Any]) -> str:
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.end].encode("unicode_escape").decode()
+        raise InvalidInputError(
+            f"{path} holds a lone surrogate ({bad}) in a string, which cannot be written as "
+            f"UTF-8; {LEFT}"
+        ) from exc
+    return text
+
+
+def own_hook(command: str) -> bool:
+    """A hook command that runs this tool's capture or recall, from any install and with
+    any flags: ``…/memory-pipeline capture``, ``python -m memory_pipeline.cli recall``."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    for i, word in enumerate(words[:-1]):
+        ours = Path(word).name == "memory-pipeline" or (
+            word == "memory_pipeline.cli" and i > 0 and words[i - 1] == "-m"
+        )
+        if ours:
+            return words[i + 1] in ("capture", "recall")
+    return False
+
+
+def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """``path``'s text with a command hook for each event of ``commands``, every other
+    hook and setting kept; and each event's state: "added", "already there" (a second
+    run changes nothing) or "replaced an earlier one" (this tool's own hooks of another
+    install or other flags are taken out, so a session is never captured twice)."""
     data = _read_object(path)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
-        raise InvalidInputError(
-            f'{path}: "hooks" is not an object of lists; it was left as it was: fix it, '
-            "then run setup again"
-        )
-    added = []
+        raise InvalidInputError(f'{path}: "hooks" is not an object of lists; {LEFT}')
+    states = {}
     for event, command in commands.items():
-        groups = hooks.setdefault(event, [])
-        present = any(
-            isinstance(h, dict) and h.get("command") == command
-            for g in groups
-            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-            for h in g["hooks"]
-        )
+        present = replaced = False
+        groups = []
+        for group in hooks.get(event, []):
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(inner, list):
+                kept = []
+                for hook in inner:
+                    run = hook.get("command") if isinstance(hook, dict) else None
+                    if not (isinstance(run, str) and own_hook(run)):
+                        kept.append(hook)
+                    elif run == command and not present:
+                        present = True
+                        kept.append(hook)
+                    else:
+                        replaced = True
+                if inner and not kept:
+                    continue  # a group that held only this tool's earlier hooks
+                group["hooks"] = kept
+            groups.append(group)
         if not present:
             entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
             groups.append({"hooks": [entry]})
-            added.append(event)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n", added
+        hooks[event] = groups
+        states[event] = (
+            "replaced an earlier one" if replaced else "already there" if present else "added"
+        )
+    return _json_text(path, data), states
 
 
 def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:
@@ -198,7 +285,34 @@ def merged_mcp_json(path: Path, name: str, entry: ServerEntry) -> str:
             "was: fix it, then run setup again"
         )
     data.setdefault("mcpServers", {})[name] = entry.to_json()
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return _json_text(path, data)
+
+
+def write_checked(writes: list[tuple[Path, str]]) -> None:
+    """Write each file whole, through a symlink (a dotfiles link stays a link), once every
+    one was checked writable: a refusal changes nothing."""
+    targets = [(path.resolve() if path.is_symlink() else path, text) for path, text in writes]
+    for target, _ in targets:
+        folder = target.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise InvalidInputError(
+                f"{folder} is not a folder, so {target} cannot be written; nothing was written"
+            )
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InvalidInputError(f"{folder} may not be written; nothing was written")
+    done: list[Path] = []
+    for target, text in targets:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_text(target, text)
+        except OSError as exc:
+            written = f"; written already: {', '.join(map(str, done))}" if done else ""
+            raise InvalidInputError(
+                f"{target} cannot be written ({exc.strerror}){written or '; nothing was written'}"
+            ) from exc
+        done.append(target)
 
 
 def shipped_agents() -> dict[str, str]:
@@ -268,19 +382,22 @@ def cmd_setup(args: argparse.Namespace) -> int:
     space = chosen.space if args.space else found.name
     read = list(chosen.read_spaces)
     entry = server_entry(space, read, _storage(args))
-    settings_text = None
-    if args.hooks:  # checked before anything is written: a refused file changes nothing
+    writes: list[tuple[Path, str]] = []  # everything is checked before the first write
+    states: dict[str, str] = {}
+    commands = hook_commands(space if args.space else None, read)
+    if args.hooks:
         hooks_file = project / SETTINGS_FILE
-        settings_text, added = merged_settings_json(
-            hooks_file, hook_commands(space if args.space else None, read)
-        )
+        settings_text, states = merged_settings_json(hooks_file, commands)
+        if any(state != "already there" for state in states.values()):
+            writes.append((hooks_file, settings_text))
     mcp = project / MCP_FILE
     text = merged_mcp_json(mcp, SERVER_NAME, entry)
-    if mcp.exists() and mcp.read_text(encoding="utf-8") == text:
-        print(f"{MCP_FILE}: server {SERVER_NAME!r} already set up (space {space!r})")
-    else:
-        replace_text(mcp, text)
-        print(f"{MCP_FILE}: server {SERVER_NAME!r} set up (space {space!r})")
+    mcp_current = mcp.exists() and mcp.read_text(encoding="utf-8") == text
+    if not mcp_current:
+        writes.append((mcp, text))
+    write_checked(writes)
+    state = "already set up" if mcp_current else "set up"
+    print(f"{MCP_FILE}: server {SERVER_NAME!r} {state} (space {space!r})")
     print(f"project root: {found.root}" + ("" if args.space else f" (space: {found.how})"))
     if not args.space and space == folder_name_space(found.root):
         marked = marked_space(found.root)
@@ -290,14 +407,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             "shares its memory. To give this project its own: memory-pipeline spaces "
             f"--merge {space} {marked} --apply, then setup claude-code --space {marked}"
         )
-    if settings_text is not None:
-        if added:
-            hooks_file.parent.mkdir(parents=True, exist_ok=True)
-            replace_text(hooks_file, settings_text)
-        commands = hook_commands(space if args.space else None, read)
-        for event in commands:
-            state = "added" if event in added else "already there"
-            print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({state})")
+    for event, hook_state in states.items():
+        print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({hook_state})")
     if args.agents:
         done = write_agents(project / AGENTS_DIR, force=args.force)
         for verb, paths in (("wrote", done.written), ("unchanged", done.unchanged)):
