@@ -51,6 +51,7 @@ class StorageFailure(StrEnum):
     FULL = "full"
     READ_ONLY = "read_only"
     IO = "io"
+    NOT_A_DATABASE = "not_a_database"
 
 
 class StorageError(MemoryPipelineError):

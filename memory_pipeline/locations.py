@@ -61,6 +61,8 @@ def db_from_env(env: Mapping[str, str]) -> Path:
     """The database file the environment configures, as ``Settings.db_path`` reads it,
     without loading the settings (the hook must start in milliseconds)."""
     raw = env.get(DB_PATH_VARIABLE, "")
+    if unexpanded(raw):
+        raise InvalidInputError(f"{DB_PATH_VARIABLE} is {raw!r}, {PLACEHOLDER_HELP}")
     return Path(raw).expanduser() if raw else Layout.default().db
 
 

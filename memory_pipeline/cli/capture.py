@@ -4,8 +4,8 @@ Claude Code runs it on ``SessionEnd`` and ``PreCompact`` with the hook's JSON on
 It must return at once and never break the session, so it only records the session as
 pending in the spool (``memory_pipeline/spool.py``), starts a detached worker and exits
 0; anything it cannot use (another event, no transcript) is a line in the capture log.
-A payload that is not JSON is one line on stderr and exit 1, which Claude Code shows and
-does not block on (2 would block a compaction). The worker is ``capture --drain``: it
+A payload that is not a JSON object is one line on stderr and exit 1, which Claude Code
+shows and does not block on (2 would block a compaction). The worker is ``capture --drain``: it
 holds the spool's lock, stores every pending session through the Claude Code source's
 path (``sources.given``) and updates the index once.
 
@@ -65,18 +65,25 @@ def hook(
     space: str | None = None,
 ) -> int:
     """Record the session a hook payload names as pending and start the worker."""
-    folder = capture_dir(db_from_env(env))
+    try:
+        folder = capture_dir(db_from_env(env))
+    except InvalidInputError as exc:  # no folder to log to: the user sees it
+        print(f"memory-pipeline capture: {exc}; nothing captured", file=sys.stderr)
+        return NOT_BLOCKING
     text = stdin.read()
     try:
         payload: Any = json.loads(text)
     except ValueError as exc:
-        message = f"memory-pipeline capture: the hook input is not JSON ({exc}); nothing captured"
+        why = f"the hook input is not JSON ({exc})"
+    except RecursionError:
+        why = "the hook input is JSON nested too deeply to read"
+    else:
+        why = "" if isinstance(payload, dict) else "the hook input is not a JSON object"
+    if why:
+        message = f"memory-pipeline capture: {why}; nothing captured"
         print(message, file=sys.stderr)
         spool.log(folder, message)
         return NOT_BLOCKING
-    if not isinstance(payload, dict):
-        spool.log(folder, "skipped: the hook input is not a JSON object")
-        return 0
     event = payload.get("hook_event_name")
     transcript = payload.get("transcript_path")
     if event not in EVENTS:

@@ -396,6 +396,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except MemoryPipelineError as exc:
         print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what a command stopped half-way left is whole (DESIGN §1)
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return import_cli.INTERRUPTED
     except OSError as exc:  # a file no layer below named: a full disk, a read-only folder
         error = file_error(exc, FILES_UNCHANGED)
         if error is None:

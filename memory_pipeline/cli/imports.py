@@ -167,7 +167,16 @@ def register(
                 "files by space: " + ", ".join(f"{n} in {sp}" for sp, n in sorted(spaces.items()))
             )
         if not args.no_index and system.index_due():
-            r = system.update_index()
+            try:
+                r = system.update_index()
+            except KeyboardInterrupt:  # the store holds every session: only search waits
+                print(
+                    "interrupted while updating the index: every session listed above is "
+                    "stored; run memory-pipeline update-index (or the next import or "
+                    "capture does it) to make them searchable",
+                    file=sys.stderr,
+                )
+                return INTERRUPTED
             print(f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}")
         return 1 if report.failed else 0
 

@@ -40,6 +40,10 @@ def hook_payload(text: str) -> dict[str, Any]:
         raise InvalidInputError(
             f"the hook payload on stdin is not JSON ({exc.msg} at line {exc.lineno})"
         ) from exc
+    except RecursionError as exc:
+        raise InvalidInputError(
+            "the hook payload on stdin is JSON too deeply nested to read"
+        ) from exc
     if not isinstance(payload, dict) or not isinstance(payload.get("cwd"), str):
         raise InvalidInputError('the hook payload on stdin is not an object with a "cwd" string')
     if not Path(payload["cwd"]).is_absolute():

@@ -21,6 +21,8 @@ _SQLITE: dict[str, StorageFailure] = {
     "SQLITE_CANTOPEN": StorageFailure.READ_ONLY,
     "SQLITE_PERM": StorageFailure.READ_ONLY,
     "SQLITE_IOERR": StorageFailure.IO,
+    "SQLITE_NOTADB": StorageFailure.NOT_A_DATABASE,
+    "SQLITE_CORRUPT": StorageFailure.NOT_A_DATABASE,
 }
 # PostgreSQL: disk_full, read_only_sql_transaction, io_error.
 _SQLSTATE: dict[str, StorageFailure] = {
@@ -54,6 +56,11 @@ _SAID: dict[StorageFailure, tuple[str, str]] = {
         "Check the disk (the kernel log, a file system check), then check the memory's "
         "health (health / index_health).",
     ),
+    StorageFailure.NOT_A_DATABASE: (
+        "{where} is not a SQLite database, or is damaged ({detail})",
+        "Point HYBRID_RAG_DB_PATH at the memory's database, or restore this one from a "
+        "backup; moving it aside makes a new, empty memory.",
+    ),
 }
 
 DATABASE_UNCHANGED = "SQLite and PostgreSQL roll back what they could not finish"
@@ -84,6 +91,8 @@ def storage_error(exc: BaseException, where: str, unchanged: str) -> StorageErro
         return None
     what, todo = _SAID[kind]
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if kind is StorageFailure.NOT_A_DATABASE:  # nothing this command did, nothing it lost
+        return StorageError(f"{what.format(where=where, detail=detail)}. {todo}", kind)
     return StorageError(
         f"{what.format(where=where, detail=detail)}; nothing was lost ({unchanged}). {todo}",
         kind,
