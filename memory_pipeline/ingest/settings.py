@@ -12,6 +12,7 @@ from memory_pipeline.ingest.chunking import (
     DEFAULT_MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,
 )
+from memory_pipeline.ingest.lines import DEFAULT_MAX_LINE_BYTES, ReadLimits
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
 from memory_pipeline.ingest.turns import DEFAULT_TURN_INDEXING, NEIGHBOUR_BLEND, TurnIndexing
 from memory_pipeline.sections import Refused, Section, var
@@ -28,6 +29,11 @@ class IngestSettings(Section):
         "CHUNK_OVERLAP", DEFAULT_CHUNK_OVERLAP
     )
     max_file_bytes: Annotated[int, annotated_types.Ge(1)] = var("MAX_FILE_BYTES", DEFAULT_MAX_BYTES)
+    # Session logs only grow, so they are streamed whatever their size; one line is parsed
+    # whole, so a line has a bound of its own (ingest/lines.py).
+    max_session_line_bytes: Annotated[int, annotated_types.Ge(1)] = var(
+        "MAX_SESSION_LINE_BYTES", DEFAULT_MAX_LINE_BYTES
+    )
     # Conversation turns are indexed with the turns around them (docs/conversations.md).
     turn_context_before: Annotated[int, annotated_types.Ge(0), annotated_types.Le(8)] = var(
         "TURN_CONTEXT_BEFORE", DEFAULT_TURN_INDEXING.before
@@ -50,6 +56,9 @@ class IngestSettings(Section):
         from memory_pipeline.hygiene.redactor import Redactor
 
         return Redactor.from_setting(self.redact, self.redact_allow)
+
+    def read_limits(self) -> ReadLimits:
+        return ReadLimits(self.max_file_bytes, self.max_session_line_bytes)
 
     def turn_indexing(self) -> TurnIndexing:
         return TurnIndexing(

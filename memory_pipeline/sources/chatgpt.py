@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.ingest.lines import DEFAULT_LIMITS, ReadLimits
 from memory_pipeline.sources.conversations import (
     TOOL_TEXT_LIMIT,
     Calls,
@@ -160,9 +160,9 @@ def _conversation(raw: dict[str, Any]) -> Conversation | None:
     )
 
 
-def parse_chatgpt_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
+def parse_chatgpt_export(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Conversation]:
     """Every conversation of a ChatGPT export's ``conversations.json`` that has a message."""
-    data = read_export_array(path, max_bytes, "ChatGPT")
+    data = read_export_array(path, limits.file_bytes, "ChatGPT")
     if data and not any(isinstance(c, dict) and isinstance(c.get("mapping"), dict) for c in data):
         raise InvalidInputError(
             f"{path}: none of its {len(data)} entries is a ChatGPT conversation (an object with "

@@ -24,16 +24,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.ingest.lines import DEFAULT_LIMITS, ReadLimits
 from memory_pipeline.sources.conversations import (
     TOOL_TEXT_LIMIT,
     Calls,
     Conversation,
     Message,
+    TimeSpan,
     clip,
     jsonl_records,
     parse_time,
     quote,
+    remember_call,
     title_from,
     tool_result,
 )
@@ -56,13 +58,15 @@ ITEM_TYPES = ("message", "reasoning", *TOOL_CALLS, *TOOL_OUTPUTS)
 UUID_TAIL = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\Z")
 
 
-def _meta(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The session's metadata: a ``session_meta`` payload, or an older rollout's bare first line."""
-    for r in records:
-        if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict):
-            return r["payload"]
-    first = records[0] if records else {}
+def _bare_meta(first: dict[str, Any]) -> dict[str, Any]:
+    """An older rollout's metadata: its bare first line."""
     return first if "type" not in first and isinstance(first.get("id"), str) else {}
+
+
+def _session_meta(record: dict[str, Any]) -> dict[str, Any] | None:
+    if record.get("type") == "session_meta" and isinstance(record.get("payload"), dict):
+        return record["payload"]
+    return None
 
 
 def _item(record: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,8 +125,7 @@ def _message(item: dict[str, Any], record: dict[str, Any], calls: Calls) -> Mess
     if kind in TOOL_CALLS:
         name = item.get("name") or ("shell" if kind == "local_shell_call" else "?")
         args = next((item[k] for k in ("arguments", "input", "action") if k in item), "")
-        if isinstance(item.get("call_id"), str):
-            calls[item["call_id"]] = (str(name), args)
+        remember_call(calls, item.get("call_id"), str(name), args)
         if not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False, sort_keys=True)
         return Message("assistant", at, quote(f"tool {name}", clip(args, TOOL_TEXT_LIMIT)))
@@ -139,23 +142,29 @@ def _session_id(meta: dict[str, Any], path: Path) -> str:
     return tail.group(0) if tail else path.stem
 
 
-def parse_codex_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
-    """One Codex CLI rollout → one conversation (none when it holds nobody's words)."""
-    records = list(jsonl_records(path, max_bytes, "a Codex CLI session rollout"))
-    items = [(item, r) for r in records if (item := _item(r)) is not None]
+def parse_codex_session(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Conversation]:
+    """One Codex CLI rollout → one conversation (none when it holds nobody's words). The
+    rollout is streamed whatever its size (``limits.line_bytes`` bounds one line)."""
     calls: Calls = {}
-    messages = tuple(m for m in (_message(item, r, calls) for item, r in items) if m is not None)
+    messages: list[Message] = []
+    meta: dict[str, Any] | None = None
+    bare: dict[str, Any] = {}
+    span = TimeSpan()
+    records = jsonl_records(path, limits.line_bytes, "a Codex CLI session rollout")
+    for n, record in enumerate(records):
+        if n == 0:
+            bare = _bare_meta(record)
+        if meta is None:
+            meta = _session_meta(record)
+        span.add(record.get("timestamp"))
+        item = _item(record)
+        if item is not None and (message := _message(item, record, calls)) is not None:
+            messages.append(message)
     if not any(m.speaker == "human" for m in messages):
         return []  # only tool traffic or injected context: nothing anyone said
-    meta = _meta(records)
+    meta = bare if meta is None else meta
     session_id = _session_id(meta, path)
-    stamps = [
-        t
-        for t in (
-            parse_time(v) for v in [meta.get("timestamp")] + [r.get("timestamp") for r in records]
-        )
-        if t
-    ]
+    span.add(meta.get("timestamp"))
     git: dict[str, Any] = meta["git"] if isinstance(meta.get("git"), dict) else {}
     context = tuple(
         (key, value)
@@ -168,9 +177,9 @@ def parse_codex_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[
             ORIGIN,
             session_id,
             title,
-            min(stamps) if stamps else None,
-            max(stamps) if stamps else None,  # the last timestamp is the last activity
-            messages,
+            span.first,
+            span.last,  # the last timestamp is the last activity
+            tuple(messages),
             context,
         )
     ]

@@ -16,12 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.hygiene.echo import echo_line, own_tool
+from memory_pipeline.ingest.lines import DEFAULT_LIMITS, ReadLimits, read_lines
 from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES, LoadedDocument, load_text, read_capped
 from memory_pipeline.ingest.turns import TurnText
 from memory_pipeline.metadata import (
@@ -179,9 +180,32 @@ def clip(text: str, limit: int) -> str:
     return text[:cut].rstrip() + " …"
 
 
-# A session's tool calls by id (tool_use id, Codex call_id): name and arguments, so that a
-# result of the memory's own tool is stored as one line (hygiene.echo).
+# A session's calls of the memory's own tools by id (tool_use id, Codex call_id): name and
+# arguments, so that such a result is stored as one line (hygiene.echo). Other tools' calls
+# are not kept: their results are clipped alike, and their arguments may be whole files.
 Calls = dict[str, tuple[str, Any]]
+
+
+def remember_call(calls: Calls, call_id: Any, name: str, args: Any) -> None:
+    if isinstance(call_id, str) and own_tool(name) is not None:
+        calls[call_id] = (name, args)
+
+
+@dataclass
+class TimeSpan:
+    """The first and last time a session's records give, kept as the log streams past."""
+
+    first: dt.datetime | None = None
+    last: dt.datetime | None = None
+
+    def add(self, value: Any) -> None:
+        stamp = parse_time(value)
+        if stamp is None:
+            return
+        if self.first is None or stamp < self.first:
+            self.first = stamp
+        if self.last is None or stamp > self.last:
+            self.last = stamp
 
 
 def tool_result(text: str, call: tuple[str, Any] | None) -> str:
@@ -229,8 +253,7 @@ def _render_blocks(blocks: Iterable[Any], calls: Calls | None = None) -> str:
             parts.append(block["text"].strip())
         elif kind == "tool_use":
             name = str(block.get("name", "?"))
-            if isinstance(block.get("id"), str):
-                calls[block["id"]] = (name, block.get("input"))
+            remember_call(calls, block.get("id"), name, block.get("input"))
             args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
             parts.append(quote(f"tool {name}", clip(args, TOOL_TEXT_LIMIT)))
         elif kind == "tool_result":
@@ -260,9 +283,9 @@ def _claude_ai_message(raw: dict[str, Any], calls: Calls) -> Message | None:
     return Message(speaker, parse_time(raw.get("created_at")), text)
 
 
-def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
+def parse_claude_ai_export(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Conversation]:
     """Every conversation of a Claude.ai ``conversations.json`` that has a message."""
-    data = read_export_array(path, max_bytes, "Claude.ai")
+    data = read_export_array(path, limits.file_bytes, "Claude.ai")
     out = []
     for raw in data:
         if not isinstance(raw, dict) or not isinstance(raw.get("uuid"), str):
@@ -294,7 +317,8 @@ def parse_claude_ai_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> li
 
 # ---------------------------------------------------------------- Claude Code logs
 def read_export(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """A conversation file's text, under the same size cap as any file (``load_file``)."""
+    """An export's text, under the same size cap as any file (``load_file``); a session log
+    is streamed instead (``jsonl_records``)."""
     raw = read_capped(path, max_bytes)
     try:
         return raw.decode("utf-8-sig")
@@ -315,15 +339,15 @@ def load_json(text: str, where: str) -> Any:
 
 
 def jsonl_records(
-    path: Path, max_bytes: int, what: str = "a Claude Code session log"
+    path: Path, max_line_bytes: int, what: str = "a Claude Code session log"
 ) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a session log, one a line. A line that is not JSON (a live
-    session's torn last line, a foreign line) is skipped; a file none of whose lines is
-    JSON is refused, naming ``what`` it was expected to be."""
-    text = read_export(path, max_bytes)
+    """The JSON objects of a session log, one a line, read as the file streams past (a log
+    may be any size; ``ingest.lines``). A line that is not JSON (a live session's torn last
+    line, a foreign line) is skipped; a file none of whose lines is JSON is refused, naming
+    ``what`` it was expected to be."""
     parsed = 0
     bad = 0
-    for line in text.splitlines():
+    for _, line in read_lines(path, max_line_bytes):
         if not line.strip():
             continue
         try:
@@ -338,28 +362,78 @@ def jsonl_records(
         raise InvalidInputError(f"{path}: none of its {bad} lines is a JSON object; is it {what}?")
 
 
-def _main_thread(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The branch that ends at the latest message: edits branch the tree, the last one counts."""
-    by_uuid = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
-    talk = [
-        r
-        for r in records
-        if r.get("type") in ("user", "assistant")
-        and not r.get("isSidechain")
-        and isinstance(r.get("uuid"), str)
-    ]
-    if not talk:
-        return []
-    _, leaf = max(enumerate(talk), key=lambda ir: (str(ir[1].get("timestamp") or ""), ir[0]))
-    chain: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    node: dict[str, Any] | None = leaf
-    while node is not None and node["uuid"] not in seen:
-        seen.add(node["uuid"])
-        chain.append(node)
-        parent = node.get("parentUuid")
-        node = by_uuid.get(parent) if isinstance(parent, str) else None
-    return [r for r in reversed(chain) if r.get("type") in ("user", "assistant")]
+@dataclass(frozen=True)
+class _Entry:
+    """What a session keeps of one record as its log streams past: its place in the tree
+    and, for a message, the message as stored (the raw record, however large, is let go)."""
+
+    uuid: str
+    parent: str | None
+    is_message: bool  # a user or assistant record
+    talk: bool  # a message not on a side chain: one that may end the main thread
+    stamp: str  # as written: the latest one ends the main thread
+    message: Message | None
+    context: tuple[tuple[str, str], ...]  # its cwd and git branch
+
+
+def _entry(record: dict[str, Any], calls: Calls) -> _Entry | None:
+    if not isinstance(record.get("uuid"), str):
+        return None
+    is_message = record.get("type") in ("user", "assistant")
+    parent = record.get("parentUuid")
+    return _Entry(
+        record["uuid"],
+        parent if isinstance(parent, str) else None,
+        is_message,
+        is_message and not record.get("isSidechain"),
+        str(record.get("timestamp") or ""),
+        _claude_code_message(record, calls) if is_message else None,
+        tuple(
+            (key, record[name])
+            for key, name in (("cwd", "cwd"), ("git branch", "gitBranch"))
+            if is_message and isinstance(record.get(name), str) and record[name]
+        ),
+    )
+
+
+@dataclass
+class _SessionLog:
+    """A Claude Code log as it streams past: what its conversation is made from. Each
+    message is rendered as its record passes, so a record is let go at once; a tool's
+    result refers to the call just before it, so the calls seen so far are enough."""
+
+    entries: list[_Entry] = field(default_factory=list)
+    calls: Calls = field(default_factory=dict)
+    session_id: str | None = None
+    summaries: list[tuple[str, str | None]] = field(default_factory=list)  # (text, leafUuid)
+    span: TimeSpan = field(default_factory=TimeSpan)
+
+    def add(self, record: dict[str, Any]) -> None:
+        if self.session_id is None and isinstance(record.get("sessionId"), str):
+            self.session_id = record["sessionId"]
+        if record.get("type") == "summary" and record.get("summary"):
+            leaf = record.get("leafUuid")
+            self.summaries.append((str(record["summary"]), leaf if isinstance(leaf, str) else None))
+        self.span.add(record.get("timestamp"))
+        if (entry := _entry(record, self.calls)) is not None:
+            self.entries.append(entry)
+
+    def main_thread(self) -> list[_Entry]:
+        """The branch that ends at the latest message: edits branch the tree, the last one
+        counts."""
+        talk = [e for e in self.entries if e.talk]
+        if not talk:
+            return []
+        by_uuid = {e.uuid: e for e in self.entries}
+        _, leaf = max(enumerate(talk), key=lambda ie: (ie[1].stamp, ie[0]))
+        chain: list[_Entry] = []
+        seen: set[str] = set()
+        node: _Entry | None = leaf
+        while node is not None and node.uuid not in seen:
+            seen.add(node.uuid)
+            chain.append(node)
+            node = by_uuid.get(node.parent) if node.parent is not None else None
+        return [e for e in reversed(chain) if e.is_message]
 
 
 def _claude_code_message(record: dict[str, Any], calls: Calls) -> Message | None:
@@ -385,44 +459,38 @@ def _claude_code_message(record: dict[str, Any], calls: Calls) -> Message | None
     return Message(speaker, parse_time(record.get("timestamp")), text)
 
 
-def parse_claude_code_session(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
-    """One session log → one conversation (none when it holds no message)."""
-    records = list(jsonl_records(path, max_bytes))
-    thread = _main_thread(records)
-    calls: Calls = {}
-    messages = tuple(m for m in (_claude_code_message(r, calls) for r in thread) if m is not None)
+def parse_claude_code_session(
+    path: Path, limits: ReadLimits = DEFAULT_LIMITS
+) -> list[Conversation]:
+    """One session log → one conversation (none when it holds no message). The log is
+    streamed whatever its size (``limits.line_bytes`` bounds one line, not the file)."""
+    log = _SessionLog()
+    for record in jsonl_records(path, limits.line_bytes):
+        log.add(record)
+    thread = log.main_thread()
+    messages = tuple(e.message for e in thread if e.message is not None)
     if not messages:
         return []
-    session_id = next(
-        (r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), path.stem
-    )
-    on_thread = {r["uuid"] for r in thread}
-    summaries = [r for r in records if r.get("type") == "summary" and r.get("summary")]
+    session_id = log.session_id or path.stem
+    on_thread = {e.uuid for e in thread}
     summary = next(
-        (r for r in reversed(summaries) if r.get("leafUuid") in on_thread),
-        summaries[-1] if summaries else None,
+        (text for text, leaf in reversed(log.summaries) if leaf in on_thread),
+        log.summaries[-1][0] if log.summaries else None,
     )
-    stamps = [t for t in (parse_time(r.get("timestamp")) for r in records) if t]
     title = (
-        (str(summary["summary"]).strip() if summary else "")
+        (summary.strip() if summary else "")
         or title_from(messages)
         or f"Claude Code session {session_id[:8]}"
-    )
-    first = thread[0]
-    context = tuple(
-        (key, str(first[field]))
-        for key, field in (("cwd", "cwd"), ("git branch", "gitBranch"))
-        if isinstance(first.get(field), str) and first[field]
     )
     return [
         Conversation(
             "claude-code",
             session_id,
             title,
-            min(stamps) if stamps else None,
-            max(stamps) if stamps else None,  # the last timestamp is the last activity
+            log.span.first,
+            log.span.last,  # the last timestamp is the last activity
             messages,
-            context,
+            thread[0].context,
         )
     ]
 
@@ -448,6 +516,7 @@ def read_export_array(path: Path, max_bytes: int, product: str) -> list[Any]:
 
 
 class Reader(Protocol):
-    """Reads one conversation file into its conversations, refusing it past ``max_bytes``."""
+    """Reads one conversation file into its conversations: an export refused past
+    ``limits.file_bytes``, a session log streamed (``ReadLimits``)."""
 
-    def __call__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]: ...
+    def __call__(self, path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Conversation]: ...

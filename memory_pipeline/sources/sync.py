@@ -307,7 +307,7 @@ def _ingest_conversations(
 ) -> None:
     sha = _sha_or_blank(path)
     try:
-        read = READERS[root.kind](path, target.settings.ingest.max_file_bytes)
+        read = READERS[root.kind](path, target.settings.ingest.read_limits())
         sessions = [_session(root, path, conv) for conv in read]
         _not_held_elsewhere(config, root, path, ledger, sessions)
     except InvalidInputError as exc:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.errors import InvalidInputError
-from memory_pipeline.ingest.loaders import DEFAULT_MAX_BYTES
+from memory_pipeline.ingest.lines import DEFAULT_LIMITS, ReadLimits
 from memory_pipeline.ingest.relative_dates import MONTHS
 from memory_pipeline.metadata import check_text
 from memory_pipeline.sources.conversations import (
@@ -279,10 +279,10 @@ def locomo_conversations(data: list[dict[str, Any]], where: str = "LoCoMo") -> l
     return _unique(out)
 
 
-def parse_transcript(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Conversation]:
+def parse_transcript(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Conversation]:
     """Every session of a transcript file (.json or .jsonl), or of a LoCoMo file; the
     whole file checked, so a bad one is refused before anything of it is stored."""
-    text = read_export(path, max_bytes)
+    text = read_export(path, limits.file_bytes)
     if path.suffix.lower() == ".jsonl":
         return _from_lines(path, text.splitlines())
     data = load_json(text, str(path))

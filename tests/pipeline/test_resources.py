@@ -39,6 +39,7 @@ CUSTOM = Settings(
     fusion="rrf",
     rrf_k=10,
     max_file_bytes=1_000_000,
+    max_session_line_bytes=2_000_000,
     turn_context_before=3,
     turn_context_after=0,
     turn_dates=False,

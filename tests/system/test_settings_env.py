@@ -20,6 +20,7 @@ INTEGERS = {
     "HYBRID_RAG_CHUNK_OVERLAP": "chunk_overlap",
     "HYBRID_RAG_TOP_N": "top_n",
     "HYBRID_RAG_MAX_FILE_BYTES": "max_file_bytes",
+    "HYBRID_RAG_MAX_SESSION_LINE_BYTES": "max_session_line_bytes",
 }
 PATHS = {
     "HYBRID_RAG_DB_PATH": "db_path",
