@@ -33,6 +33,7 @@ from memory_pipeline.sources.conversations import (
     Conversation,
     Message,
     clip,
+    given_or_unnamed,
     quote,
     read_export_array,
     time_problem,
@@ -138,22 +139,22 @@ def _branch(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
 
 
 def _conversation(raw: dict[str, Any]) -> Conversation | None:
-    cid = raw.get("conversation_id") or raw.get("id")
-    if not isinstance(cid, str) or not cid.strip() or not isinstance(raw.get("mapping"), dict):
+    if not isinstance(raw.get("mapping"), dict):
         return None
     branch = _branch(raw["mapping"], raw.get("current_node"))
     calls: Calls = {}
     messages = tuple(m for m in (_message(r, calls) for r in branch) if m is not None)
     if not any(m.speaker == "human" for m in messages):
         return None  # an empty chat holds nothing to remember
+    cid = given_or_unnamed(raw.get("conversation_id") or raw.get("id"), messages)
     stamps = [m.at for m in messages if m.at]
     title = raw.get("title")
     return Conversation(
         ORIGIN,
-        cid.strip(),
+        cid,
         (" ".join(title.split()) if isinstance(title, str) else "")  # a title is one line
         or title_from(messages)
-        or f"ChatGPT conversation {cid.strip()[:8]}",
+        or f"ChatGPT conversation {cid[:8]}",
         epoch_time(raw.get("create_time")) or (min(stamps) if stamps else None),
         epoch_time(raw.get("update_time")) or (max(stamps) if stamps else None),
         messages,

@@ -14,8 +14,9 @@ re-import of an unchanged conversation is recognised by the store as well.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -220,6 +221,19 @@ def quote(label: str, text: str) -> str:
     return f"> **{label}**\n{body}" if body else f"> **{label}**"
 
 
+def given_or_unnamed(given: Any, messages: Sequence[Message]) -> str:
+    """A conversation's id as its export gives it (text, or a number), else one made from
+    its first message (a ``uuid`` that is an object, none at all): the same conversation,
+    grown or not, keeps it, so a second import skips it and a grown one replaces it."""
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    if isinstance(given, int) and not isinstance(given, bool):
+        return str(given)
+    first = messages[0]
+    key = f"{first.speaker}\0{first.at.isoformat() if first.at else ''}\0{first.text}"
+    return "unnamed-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def title_from(messages: Iterable[Message]) -> str | None:
     for m in messages:
         if m.speaker == "human" and m.text.strip():
@@ -288,7 +302,7 @@ def parse_claude_ai_export(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> l
     data = read_export_array(path, limits.file_bytes, "Claude.ai")
     out = []
     for raw in data:
-        if not isinstance(raw, dict) or not isinstance(raw.get("uuid"), str):
+        if not isinstance(raw, dict):
             continue
         calls: Calls = {}
         messages = tuple(
@@ -306,12 +320,13 @@ def parse_claude_ai_export(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> l
         started = parse_time(raw.get("created_at")) or (min(stamps) if stamps else None)
         last = parse_time(raw.get("updated_at")) or (max(stamps) if stamps else None)
         name = raw.get("name")
+        uuid = given_or_unnamed(raw.get("uuid"), messages)
         title = (
             (name.strip() if isinstance(name, str) else "")
             or title_from(messages)
-            or f"Claude.ai conversation {raw['uuid'][:8]}"
+            or f"Claude.ai conversation {uuid[:8]}"
         )
-        out.append(Conversation("claude-ai", raw["uuid"], title, started, last, messages))
+        out.append(Conversation("claude-ai", uuid, title, started, last, messages))
     return out
 
 
