@@ -63,8 +63,8 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot write ``path``: SQLite's ``mode=ro``.
 
     Reading a WAL database needs its -shm file beside it; when the folder cannot take
-    one (it is read-only too), nobody can be writing the file in WAL mode either, so it
-    is read as it stands (``immutable=1``).
+    one (it is read-only too, or its disk is full), nobody can be writing the file in
+    WAL mode either, so it is read as it stands (``immutable=1``).
     """
     uri = f"file:{quote(str(path))}?mode=ro"
     options: dict[str, Any] = {
@@ -79,7 +79,8 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as exc:
         conn.close()
-        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if not name.startswith(("SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_FULL")):
             raise
     return sqlite3.connect(f"{uri}&immutable=1", **options)
 

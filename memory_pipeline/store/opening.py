@@ -37,10 +37,14 @@ def open_store(url: str, spaces: Spaces, opening: Opening, *, index_folder: Path
     try:
         return Store(url, spaces=spaces)
     except StorageError as exc:
-        if exc.kind is not StorageFailure.READ_ONLY:
+        if exc.kind is StorageFailure.NOT_A_DATABASE:
             raise
+        # A read-only file or mount, a full disk, a write that fails: reading may still work.
         log.info("opening the database read-only: %s", exc)
-        return Store(url, spaces=spaces, read_only=True)
+        try:
+            return Store(url, spaces=spaces, read_only=True)
+        except StorageError:
+            raise exc from None
 
 
 def _make_folder(path: Path, *, required: bool) -> None:

@@ -32,6 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import tempfile
+import weakref
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +77,19 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 def _is_lock_error(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "lock" in text and ("busy" in text or "already" in text or "acquire" in text)
+
+
+#: tantivy's lock files: a copy made to be read leaves them out.
+_LOCKS = shutil.ignore_patterns(".tantivy-*.lock")
+#: What tantivy says (Rust's io::ErrorKind) when a file cannot be made in the folder.
+_CANNOT_WRITE = ("readonlyfilesystem", "permissiondenied", "storagefull", "quotaexceeded")
+
+
+def _cannot_write_here(exc: BaseException | None) -> bool:
+    """The index could not be opened because its folder cannot be written (tantivy's lock
+    file): a read-only mount, a folder the user may not write, a full disk."""
+    text = str(exc).lower().replace(" ", "").replace("_", "")
+    return any(kind in text for kind in _CANNOT_WRITE)
 
 
 def _find_detail(node: Any, prefix: str) -> float | None:
@@ -153,7 +169,30 @@ class SparseIndex:
         _, meta = read_meta(path)
         check_schema(path, meta)
         try:
-            compatible = tantivy.Index.is_compatible(str(path))
+            return cls._open(path, path, writable=writable)
+        except IndexUnavailableError as exc:
+            if writable or not _cannot_write_here(exc.__cause__):
+                raise
+        # tantivy takes a lock file even to read: on a read-only mount (or where the
+        # folder may not be written) a private copy is read instead, removed with it.
+        copy = Path(tempfile.mkdtemp(prefix="memory-pipeline-bm25-"))
+        try:
+            shutil.copytree(path, copy, dirs_exist_ok=True, ignore=_LOCKS)
+            opened = cls._open(path, copy, writable=False)
+        except (OSError, IndexUnavailableError) as exc:
+            shutil.rmtree(copy, ignore_errors=True)
+            raise IndexUnavailableError(
+                f"sparse index at {path} cannot be read where it is (its folder cannot be "
+                f"written) nor copied to {copy.parent} to be read there ({exc})"
+            ) from exc
+        weakref.finalize(opened, shutil.rmtree, copy, True)
+        return opened
+
+    @classmethod
+    def _open(cls, path: Path, folder: Path, *, writable: bool) -> SparseIndex:
+        """The index committed in ``folder`` (``path``, or a copy of it), named ``path``."""
+        try:
+            compatible = tantivy.Index.is_compatible(str(folder))
         except (OSError, ValueError) as exc:
             raise IndexUnavailableError(
                 f"sparse index at {path} is corrupt or incomplete ({exc}). Rebuild it or "
@@ -165,7 +204,7 @@ class SparseIndex:
                 "rebuild it with SparseIndex.create()."
             )
         try:
-            index = tantivy.Index.open(str(path))
+            index = tantivy.Index.open(str(folder))
             return cls(path, index, writable=writable)
         except IndexUnavailableError:
             raise
