@@ -50,12 +50,21 @@ def claude_ai(words: str, uuid: Any) -> list[dict[str, Any]]:
     return [{"uuid": uuid, "name": "odd", "chat_messages": messages}]
 
 
+def looped(words: str, current: str | None) -> list[dict[str, Any]]:
+    """A chat whose two messages name each other as parent."""
+    [chat] = chatgpt(words=words, current_node=current)
+    chat["mapping"]["a"]["parent"] = "b"
+    return [chat]
+
+
 CASES: dict[str, tuple[str, Any, str]] = {
     "claude_ai uuid an object": ("claude_ai", claude_ai("quokka1", {"x": 1}), "quokka1"),
     "claude_ai no uuid": ("claude_ai", claude_ai("quokka2", None), "quokka2"),
     "chatgpt no id": ("chatgpt", chatgpt(words="quokka3", conversation_id=None), "quokka3"),
     "chatgpt id a number": ("chatgpt", chatgpt(words="quokka4", conversation_id=7), "quokka4"),
     "chatgpt time 1e20": ("chatgpt", chatgpt(words="quokka5", create_time=1e20), "quokka5"),
+    "chatgpt parents in a loop": ("chatgpt", looped("quokka6", "b"), "quokka6"),
+    "chatgpt loop, no current node": ("chatgpt", looped("quokka7", None), "quokka7"),
 }
 
 
