@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -132,10 +133,17 @@ def set_aside(spool: Path, claimed: Path, capture: Capture, reason: str) -> Path
 
 
 def examine(capture: Capture) -> str | None:
-    """Why the capture's transcript cannot be read, or None when it can be opened."""
+    """Why the capture's transcript cannot be read, or None when it is a file that opens.
+    Opened without blocking: a named pipe or a device given as the transcript would hold
+    the worker (and every capture behind it) for good."""
     try:
-        with open(capture.transcript, "rb"):
+        fd = os.open(capture.transcript, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return "the transcript is not a regular file (a pipe, a device or a folder)"
             return None
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return "the transcript is gone"
     except OSError as exc:

@@ -109,3 +109,25 @@ def test_a_transcript_in_a_folder_the_user_may_not_enter_is_set_aside(tmp_path: 
         assert "Permission denied" in set_aside(folder)["s"]["reason"]
     finally:
         locked.chmod(0o755)
+
+
+@pytest.mark.parametrize("kind", ["a named pipe", "a folder"])
+def test_a_transcript_that_is_no_regular_file_is_set_aside_without_holding_the_worker(
+    tmp_path: Path, kind: str
+) -> None:
+    env = hook_env(tmp_path)
+    project = tmp_path / "proj"
+    odd = tmp_path / "claude" / "odd.jsonl"
+    odd.parent.mkdir(parents=True)
+    if kind == "a named pipe":
+        os.mkfifo(odd)  # opened to read, it waits for a writer that never comes
+    else:
+        odd.mkdir()
+    later = write_transcript(tmp_path / "claude" / "after.jsonl", "after", 2, str(project))
+    for transcript in (odd, later):
+        assert cli("capture", env=env, stdin=payload(transcript, project)).returncode == 0
+    folder = spool_of(tmp_path)
+    wait_idle(folder, timeout=60)
+    with memory(tmp_path, space_of(project)) as system:
+        assert stored_once(system, later)
+    assert "not a regular file" in set_aside(folder)["odd"]["reason"]
