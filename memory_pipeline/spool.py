@@ -72,10 +72,14 @@ def write_pending(spool: Path, capture: Capture) -> Path:
     return path
 
 
+def _capture_of(raw: dict[str, object]) -> Capture:
+    """The capture a spool record holds (a pending file, or one set aside with more keys)."""
+    return Capture(**{k: str(raw[k]) for k in Capture.__dataclass_fields__ if k in raw})
+
+
 def read_capture(path: Path) -> Capture:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return Capture(**{k: str(raw[k]) for k in Capture.__dataclass_fields__ if k in raw})
+        return _capture_of(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise InvalidInputError(f"pending capture {path.name} cannot be read: {exc}") from exc
 
@@ -245,8 +249,7 @@ def status(spool: Path) -> Status:
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-            fields = {k: str(raw[k]) for k in Capture.__dataclass_fields__ if k in raw}
-            capture = Capture(**fields)
+            capture = _capture_of(raw)
             kept.append(Kept(path, capture, str(raw["reason"]), str(raw.get("set_aside_at", ""))))
         except (OSError, ValueError, TypeError, KeyError) as exc:
             blank = Capture(session_id=path.stem, transcript="", space="")

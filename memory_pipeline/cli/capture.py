@@ -311,7 +311,7 @@ def render_status(folder: Path, state: spool.Status) -> str:
             "  `memory-pipeline capture --retry NAME|all` stores set-aside captures again "
             "(once their reason is fixed); `--drop NAME|all` forgets them"
         )
-    if not state.notice():
+    if not data["notice"]:
         lines.append("nothing needs you")
     return "\n".join(lines)
 

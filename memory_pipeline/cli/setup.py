@@ -161,8 +161,9 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _read_object(path: Path) -> dict[str, Any]:
     """``path``'s JSON object ({} when absent or blank), through a symlink; a file that
     is not one, or that could not be written back as it was written (a number out of
-    range, NaN or Infinity, a key twice, text that is not UTF-8 or a lone surrogate), is
-    refused and left as it was."""
+    range, NaN or Infinity, a key twice, text that is not UTF-8), is refused and left as
+    it was. A lone surrogate is refused by ``_json_text``, which makes every text setup
+    writes before the first is written."""
     if not path.exists():
         return {}
     try:
@@ -189,7 +190,6 @@ def _read_object(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(data, dict):
         raise InvalidInputError(f"{path} is not a JSON object; {LEFT}")
-    _json_text(path, data)  # a lone surrogate: refused now, not once half is written
     return data
 
 
