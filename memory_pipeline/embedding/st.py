@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_pipeline import extras
 from memory_pipeline.embedding.names import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE
 from memory_pipeline.embedding.names import DEFAULT_MODEL as DEFAULT_MODEL
 from memory_pipeline.embedding.names import DEFAULT_MODEL_NAMES as DEFAULT_MODEL_NAMES
@@ -112,8 +113,12 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            what = f"embedding model {self.name_or_path!r} on sentence-transformers"
+            raise ModelUnavailableError(extras.missing(what, extras.TORCH, exc)) from exc
 
         hf_logging.disable_progress_bar()  # the weight-loading bar is noise on every start
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_pipeline import extras
 from memory_pipeline.durable import replace_text
 from memory_pipeline.pipeline.processes import EXITED, alive, process_state
 
@@ -157,7 +159,19 @@ def check(home: Path, host: str, port: int) -> str | None:
     other = running(home)
     if other is not None:
         return str(AlreadyRunning(other))
-    return _port_refusal(host, port)
+    return _dagster_refusal() or _port_refusal(host, port)
+
+
+def _dagster_command() -> Path:
+    return Path(sys.executable).parent / "dagster"
+
+
+def _dagster_refusal() -> str | None:
+    """Dagster is the ``pipeline`` extra: without it, the line that says how to add it."""
+    if importlib.util.find_spec("dagster") is None or not _dagster_command().exists():
+        error = ImportError(f"no dagster beside {sys.executable}")
+        return extras.missing("the pipeline (dagster dev)", extras.PIPELINE, error)
+    return None
 
 
 def _restore_signals() -> None:
@@ -191,7 +205,7 @@ def start(home: Path, host: str, port: int, dagster_args: Sequence[str]) -> int:
 
 
 def _run_claimed(home: Path, lock: int, host: str, port: int, dagster_args: Sequence[str]) -> int:
-    refused = _port_refusal(host, port)
+    refused = _dagster_refusal() or _port_refusal(host, port)
     if refused:
         print(refused, file=sys.stderr)
         return EXIT_REFUSED
@@ -206,8 +220,7 @@ def _run_claimed(home: Path, lock: int, host: str, port: int, dagster_args: Sequ
 
     signal.signal(signal.SIGINT, pass_on)
     signal.signal(signal.SIGTERM, pass_on)
-    dagster = Path(sys.executable).parent / "dagster"
-    cmd = [str(dagster), "dev", *dagster_args, "-h", host, "-p", str(port)]
+    cmd = [str(_dagster_command()), "dev", *dagster_args, "-h", host, "-p", str(port)]
     state = home / STATE_FILE
     try:
         proc = subprocess.Popen(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from memory_pipeline import extras
 from memory_pipeline.errors import InvalidInputError, ModelUnavailableError
 
 if TYPE_CHECKING:  # the import costs ~seconds (torch); only pay it when a model is used
@@ -116,7 +117,10 @@ class CrossEncoderReranker:
             target = str(folder.resolve())
         try:
             from sentence_transformers import CrossEncoder
-
+        except ImportError as exc:
+            what = f"cross-encoder {self.name!r}"
+            raise ModelUnavailableError(extras.missing(what, extras.TORCH, exc)) from exc
+        try:
             model = CrossEncoder(
                 target,
                 device="cpu",

@@ -34,7 +34,7 @@ SERVER = ROOT / "serving"
 LAYERS: dict[str, int] = {
     # 0: vocabulary shared by everyone
     "__init__": 0, "errors": 0, "types": 0, "metadata": 0, "durable": 0, "spaces": 0,
-    "runtimes": 0, "sections": 0, "locations": 0, "spool": 0, "hygiene": 0,
+    "runtimes": 0, "sections": 0, "locations": 0, "spool": 0, "hygiene": 0, "extras": 0,
     # 1: storage, loading, indices
     "store": 1, "ingest": 1, "index": 1,
     # 2: models, the memory axis, search

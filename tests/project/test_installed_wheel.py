@@ -3,7 +3,7 @@
 How, honestly: the wheel is built from a copy of what it is made of (``pyproject.toml``,
 ``README.md``, ``memory_pipeline/``, ``serving/``) and installed with ``pip install --no-deps``
 into a new virtual environment in a temporary folder. Installing the third-party dependencies
-again (torch and the rest: minutes and gigabytes) is skipped: a ``.pth`` file in the new
+again is left to ``test_default_install`` (a slower test): here a ``.pth`` file in the new
 environment's site-packages appends the site-packages of the interpreter running this test,
 after the environment's own. So this proves what the wheel itself carries (its modules, its
 package data, its ``memory-pipeline`` script), not that pip resolves the dependency pins.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -31,12 +30,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from serving.harness import structured
+from tests.project.wheels import ROOT, build_wheel, run
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
-#: What the wheel is built from; anything else of the checkout stays behind.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "memory_pipeline", "serving")
 
 
 @dataclass(frozen=True)
@@ -99,40 +95,14 @@ class Ran:
     err: str
 
 
-def _run(args: list[str | Path], cwd: Path) -> None:
-    subprocess.run([str(a) for a in args], cwd=cwd, check=True, capture_output=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     tmp = tmp_path_factory.mktemp("installed-wheel")
-    src, dist, venv = tmp / "src", tmp / "dist", tmp / "venv"
-    src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in WHEEL_SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=ignore)
-        else:
-            shutil.copy2(ROOT / name, src / name)
-    # No build isolation: setuptools comes from this environment, nothing is downloaded.
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            dist,
-            src,
-        ],
-        tmp,
-    )
-    (wheel,) = dist.glob("memory_pipeline-*.whl")
-    _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
+    venv = tmp / "venv"
+    wheel = build_wheel(tmp)
+    run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
     pip: list[str | Path] = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
-    _run([*pip, "install", "--no-deps", "--no-index", wheel], tmp)
+    run([*pip, "install", "--no-deps", "--no-index", wheel], tmp)
     site = Path(
         subprocess.run(
             [
