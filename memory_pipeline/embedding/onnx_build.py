@@ -17,16 +17,21 @@ the graph that ``torch.onnx.export`` traces from the same folder
   (``torch.nn.functional.normalize``).
 
 Keeping the same operators in the same order matters beyond the float result: the
-dynamic int8 quantiser then quantises the same MatMuls and Gathers, so the served
-model gives the torch export's vectors. The weights are read with ``safetensors.numpy``;
-neither torch nor transformers is imported. A Linear's weight is stored transposed,
-as the tracer folds it, so that ``MatMul(x, W^T)`` is the same product.
+dynamic int8 quantiser quantises the same MatMuls and Gathers, so the served model gives
+the torch export's vectors. ``build_int8_graph`` writes the graph already quantised, as
+``quantize_dynamic`` rewrites the float one (its scales and values from the same
+arithmetic, ``_Quantiser``): the float graph (470 MB) is never made, nor the quantiser's
+copies (2.5 GB peak). The weights are read from the checkpoint file a tensor (or a block
+of the word table's rows) at a time; neither torch nor transformers is imported. A
+Linear's weight is stored transposed, as the tracer folds it, so that ``MatMul(x, W^T)``
+is the same product.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +44,19 @@ from memory_pipeline.errors import ModelUnavailableError
 
 
 class _Graph:
-    """Nodes and initialisers in the order they are added, with fresh value names."""
+    """Nodes and initialisers in the order they are added, with fresh value names.
 
-    def __init__(self) -> None:
+    With ``quantise``, a MatMul by a weight and a Gather from a table are written already
+    quantised, as ``quantize_dynamic(weight_type=QInt8, per_channel=True,
+    op_types_to_quantize=["MatMul", "Gather"])`` rewrites them (see ``_Quantiser``).
+    """
+
+    def __init__(self, quantise: bool = False) -> None:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._count = 0
+        self._quantiser = _Quantiser() if quantise else None
+        self._dynamic: dict[str, tuple[str, str, str]] = {}
 
     def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
         self._count += 1
@@ -62,21 +74,167 @@ class _Graph:
     def ints(self, name: str, *values: int) -> str:
         return self.const(name, np.array(values, dtype=np.int64))
 
+    def gather(self, name: str, table: _Table, indices: str) -> str:
+        """Rows of ``table``; quantised: uint8 rows, then DequantizeLinear (per tensor)."""
+        if self._quantiser is None:
+            return self.op("Gather", self.const(name, table.whole()), indices)
+        quantised, scale, zero = self._quantiser.table(table)
+        rows = self.op("Gather", self.const(f"{name}_quantized", quantised), indices)
+        return self.op(
+            "DequantizeLinear",
+            rows,
+            self.const(f"{name}_scale", scale),
+            self.const(f"{name}_zero_point", zero),
+        )
+
+    def matmul(self, x: str, name: str, weight: np.ndarray) -> str:
+        """``x @ weight``; quantised: int8 weight per output column, ``x`` quantised to
+        uint8 at run time (once per input, whatever reads it), MatMulInteger, rescaled."""
+        if self._quantiser is None:
+            return self.op("MatMul", x, self.const(name, weight))
+        quantised, scale, zero = self._quantiser.columns(weight)
+        q_weight = self.const(f"{name}_quantized", quantised)
+        w_scale = self.const(f"{name}_scale", scale)
+        w_zero = self.const(f"{name}_zero_point", zero)
+        if x not in self._dynamic:
+            self._count += 1
+            outs = [f"{x}_quantized", f"{x}_scale", f"{x}_zero_point"]
+            self.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], outs))
+            self._dynamic[x] = (outs[0], outs[1], outs[2])
+        q_x, x_scale, x_zero = self._dynamic[x]
+        scales = self.op("Mul", x_scale, w_scale)
+        product = self.op("MatMulInteger", q_x, q_weight, x_zero, w_zero)
+        return self.op("Mul", self.op("Cast", product, to=TensorProto.FLOAT), scales)
+
+
+class _Quantiser:
+    """The arithmetic of onnxruntime's dynamic quantiser, through its own functions
+    (``quant_utils``), as ``quantize_dynamic`` calls them for these options: a weight
+    per output column, int8, symmetric (``quantize_weight_per_channel_impl``); a Gather's
+    table per tensor, uint8, asymmetric (``quantize_initializer_impl``, the activation
+    type). Neither reduces the range. A table is read and quantised in blocks of rows:
+    the scale and zero point come from its minimum and maximum, and quantising is
+    element by element, so the blocks give the whole table's bytes."""
+
+    BLOCK_ROWS = 16_384
+
+    def __init__(self) -> None:
+        from onnxruntime.quantization import quant_utils
+
+        self._q = quant_utils
+
+    def columns(self, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``quantize_data(column, INT8, symmetric=True)`` for every column at once: the
+        scale is ``2 * absmax / 254`` in float64 stored as float32 (1.0 for a column of
+        zeros), the zero point 0, the values ``round(w / scale)`` in float32, clipped.
+        ``test_onnx_build`` checks it against onnxruntime's per-column calls."""
+        absmax = np.maximum(
+            np.abs(np.minimum(weight.min(axis=0), np.float32(0))),
+            np.abs(np.maximum(weight.max(axis=0), np.float32(0))),
+        )
+        exact = (absmax.astype(np.float64) * 2.0) / 254.0
+        scale = exact.astype(np.float32)
+        scale[exact < np.finfo(np.float32).tiny] = np.float32(1.0)
+        quantised = np.clip(np.round(weight / scale), -128, 127).astype(np.int8)
+        return quantised, scale, np.zeros(weight.shape[1], dtype=np.int8)
+
+    def columns_one_by_one(self, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same through onnxruntime's own ``quantize_data``, a column at a time, as
+        ``quantize_weight_per_channel_impl`` does (~35 µs a column): the reference."""
+        quantised = np.empty(weight.shape, dtype=np.int8)
+        scales, zeros = [], []
+        for column in range(weight.shape[1]):
+            zero, scale, values = self._q.quantize_data(
+                weight.take(column, 1).flatten(), TensorProto.INT8, True, reduce_range=False
+            )
+            quantised[:, column] = values
+            scales.append(scale)
+            zeros.append(zero)
+        return quantised, np.hstack(scales).astype(np.float32), np.hstack(zeros).astype(np.int8)
+
+    def table(self, table: _Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        low = high = None
+        for block in table.blocks(self.BLOCK_ROWS):
+            low = block.min() if low is None else min(low, block.min())
+            high = block.max() if high is None else max(high, block.max())
+        first = next(table.blocks(1))
+        zero, scale = self._q.compute_data_quant_params(
+            first.flatten(), TensorProto.UINT8, False, rmin_override=low, rmax_override=high
+        )
+        quantised = np.empty(table.shape, dtype=np.uint8)
+        start = 0
+        for block in table.blocks(self.BLOCK_ROWS):
+            rows = self._q.quantize_nparray(TensorProto.UINT8, block, scale, zero)
+            quantised[start : start + len(block)] = rows
+            start += len(block)
+        return quantised, np.asarray(scale, dtype=np.float32), np.asarray(zero, dtype=np.uint8)
+
+
+class _Table:
+    """A checkpoint tensor read in blocks of rows (the word table alone is 384 MB)."""
+
+    def __init__(self, weights: _Weights, name: str) -> None:
+        self._weights, self._name = weights, name
+        self.shape = tuple(weights.shape(name))
+
+    def whole(self) -> np.ndarray:
+        return self._weights.take(self._name)
+
+    def blocks(self, rows: int) -> Iterator[np.ndarray]:
+        for start in range(0, self.shape[0], rows):
+            yield self._weights.rows(self._name, start, min(start + rows, self.shape[0]))
+
+
+_DTYPES = {"F32": np.float32, "F16": np.float16}  # what a checkpoint may hold
+
 
 class _Weights:
-    """The checkpoint's tensors by name; each read once, then dropped from memory."""
+    """The checkpoint's tensors by name, each read from the file when it is used: the
+    float weights (470 MB) are never all in memory, nor mapped (a mapped file's pages
+    count in the process's resident set once read)."""
 
     def __init__(self, path: Path) -> None:
-        from safetensors.numpy import load_file
+        self._path = path
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+        header.pop("__metadata__", None)
+        self._start = 8 + size
+        self._entries: dict[str, dict[str, Any]] = header
+        for name, entry in header.items():
+            if entry["dtype"] not in _DTYPES:
+                raise ModelUnavailableError(f"{path}: tensor {name} is {entry['dtype']}")
 
-        self._tensors = load_file(str(path))
+    def shape(self, name: str) -> list[int]:
+        return list(self._entries[name]["shape"])
 
     def take(self, name: str) -> np.ndarray:
-        return np.ascontiguousarray(self._tensors.pop(name), dtype=np.float32)
+        return self.rows(name, 0, self.shape(name)[0])
+
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        entry = self._entries[name]
+        dtype = np.dtype(_DTYPES[entry["dtype"]])
+        shape = self.shape(name)
+        row = math.prod(shape[1:]) * dtype.itemsize
+        offset = self._start + entry["data_offsets"][0] + start * row
+        values = np.fromfile(
+            self._path, dtype=dtype, count=(stop - start) * row // dtype.itemsize, offset=offset
+        )
+        return np.ascontiguousarray(values.reshape([stop - start, *shape[1:]]), dtype=np.float32)
 
 
 def build_float_graph(source: Path) -> onnx.ModelProto:
     """The float ONNX model of the sentence-transformers folder ``source``."""
+    return _build(source, quantise=False)
+
+
+def build_int8_graph(source: Path) -> onnx.ModelProto:
+    """The served model: the float graph as ``quantize_dynamic`` turns it to int8 (its
+    MatMul weights and embedding tables), written quantised from the start."""
+    return _build(source, quantise=True)
+
+
+def _build(source: Path, *, quantise: bool) -> onnx.ModelProto:
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
     kind = (config.get("model_type"), config.get("hidden_act"))
     if kind != ("xlm-roberta", "gelu"):
@@ -84,7 +242,7 @@ def build_float_graph(source: Path) -> onnx.ModelProto:
             f"{source}: the ONNX graph is written for XLM-RoBERTa with erf GELU, not {kind}"
         )
     weights = _Weights(source / "model.safetensors")
-    g = _Graph()
+    g = _Graph(quantise)
     hidden = _embeddings(g, weights, config)
     bias = _attention_bias(g)
     for layer in range(int(config["num_hidden_layers"])):
@@ -128,17 +286,9 @@ def _embeddings(g: _Graph, w: _Weights, config: dict[str, Any]) -> str:
         value=numpy_helper.from_array(np.array([0], dtype=np.int64)),
     )
     prefix = "embeddings"
-    words = g.op(
-        "Gather", g.const(f"{prefix}.word", w.take(f"{prefix}.word_embeddings.weight")), "input_ids"
-    )
-    types = g.op(
-        "Gather", g.const(f"{prefix}.type", w.take(f"{prefix}.token_type_embeddings.weight")), zeros
-    )
-    place = g.op(
-        "Gather",
-        g.const(f"{prefix}.pos", w.take(f"{prefix}.position_embeddings.weight")),
-        positions,
-    )
+    words = g.gather(f"{prefix}.word", _Table(w, f"{prefix}.word_embeddings.weight"), "input_ids")
+    types = g.gather(f"{prefix}.type", _Table(w, f"{prefix}.token_type_embeddings.weight"), zeros)
+    place = g.gather(f"{prefix}.pos", _Table(w, f"{prefix}.position_embeddings.weight"), positions)
     summed = g.op("Add", g.op("Add", words, types), place)
     return _layer_norm(g, w, config, summed, f"{prefix}.LayerNorm")
 
@@ -152,8 +302,9 @@ def _attention_bias(g: _Graph) -> str:
 
 
 def _linear(g: _Graph, w: _Weights, x: str, name: str) -> str:
-    weight = g.const(f"{name}.weight_t", np.ascontiguousarray(w.take(f"{name}.weight").T))
-    return g.op("Add", g.const(f"{name}.bias", w.take(f"{name}.bias")), g.op("MatMul", x, weight))
+    weight = np.ascontiguousarray(w.take(f"{name}.weight").T)
+    product = g.matmul(x, f"{name}.weight_t", weight)
+    return g.op("Add", g.const(f"{name}.bias", w.take(f"{name}.bias")), product)
 
 
 def _layer_norm(g: _Graph, w: _Weights, config: dict[str, Any], x: str, name: str) -> str:

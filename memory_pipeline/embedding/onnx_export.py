@@ -1,20 +1,22 @@
 """Make the unpacked multilingual-e5-small's ONNX model, once, beside it in the model cache.
 
 The graph is written from the sentence-transformers folder's weights by ``onnx_build``
-(``onnx.helper``, ``safetensors.numpy``): no torch, no transformers. It is XLM-RoBERTa
+(``onnx.helper``, ``safetensors``): no torch, no transformers. It is XLM-RoBERTa
 with mean pooling and L2 normalisation inside the graph, so the runtime needs only
-``onnxruntime``, ``tokenizers`` and numpy. The MatMul weights and the word
-embeddings are then quantised to int8 per output channel (``quantize_dynamic``):
+``onnxruntime``, ``tokenizers`` and numpy. The MatMul weights are int8 per output
+channel and the embedding tables uint8, written quantised as ``quantize_dynamic``
+quantises the float graph (the same functions of its ``quant_utils``):
 mean cosine 0.997 (min 0.995) to the float model on SciFact and JaQuAD passages,
 against 0.984 for per-tensor scales; 112 MB instead of 470 (the float word
 embeddings alone are 384 MB, which a search process would otherwise hold).
 
 ``export_with_torch`` traces the same folder with ``torch.onnx.export`` (TorchScript,
-eager attention), as the model was made before; it stays as the reference that
-``tests/embedding/test_onnx_build.py`` and ``bench/bench_onnx_build.py`` compare the
-build with. ``python bench/bench_onnx_build.py`` on 2026-12-06 (2 shared cores, load
-2.8): first use 13.0 s and 2.6 GB peak RSS without torch, against 21.6 s and 3.4 GB
-traced; the vectors of 900 data-set texts are bit-identical (cosine min 0.9999989).
+eager attention), as the model was made before; it and ``quantise_float_graph`` stay as
+the references that ``tests/embedding/test_onnx_build.py`` and
+``bench/bench_onnx_build.py`` compare the build with. ``python bench/bench_onnx_build.py``
+on 2026-12-06 (2 cores, load 0.1-0.6): first use 4.2 s and 0.7 GB peak RSS, against
+15.8 s and 2.5 GB through a float graph and ``quantize_dynamic``, and 24.9 s and 3.4 GB
+traced; the vectors of 900 data-set texts are bit-identical to both.
 
 The folder is built in a temporary directory and renamed into place under a file lock,
 and a marker records what it was built from and by which builder, so a different
@@ -108,16 +110,23 @@ def ensure_e5_onnx(cache_dir: Path, source: Path, *, progress: bool = True) -> P
     return target
 
 
-def build_without_torch(source: Path, out: Path, *, keep_float: bool = False) -> None:
-    """Write the graph from the weights (``onnx_build``: no torch), quantise it, and
-    place the tokenizer and the embedder's settings beside it in ``out``."""
+def build_without_torch(source: Path, out: Path) -> None:
+    """Write the int8 graph from the weights (``onnx_build``: no torch, no float graph in
+    between), with the shapes ONNX infers for it, and place the tokenizer and the
+    embedder's settings beside it in ``out``.
+
+    The shapes are what ``quantize_dynamic`` leaves in a model it writes; ONNX Runtime's
+    fusions at its extended level rely on them, and without them the served vectors would
+    differ from a quantised export's (by up to 4e-3 here)."""
     import onnx
 
-    from memory_pipeline.embedding.onnx_build import build_float_graph
+    from memory_pipeline.embedding.onnx_build import build_int8_graph
 
-    float_path = out / "model.float.onnx"
-    onnx.save(build_float_graph(source), str(float_path))
-    _finish(source, float_path, out, keep_float=keep_float)
+    unshaped = out / "model.unshaped.onnx"
+    onnx.save(build_int8_graph(source), str(unshaped))
+    onnx.shape_inference.infer_shapes_path(str(unshaped), str(out / MODEL_FILE))
+    unshaped.unlink()
+    _place_beside(source, out)
 
 
 def export_with_torch(source: Path, out: Path, *, keep_float: bool = False) -> None:
@@ -176,18 +185,30 @@ def export_with_torch(source: Path, out: Path, *, keep_float: bool = False) -> N
 
 def _finish(source: Path, float_path: Path, out: Path, *, keep_float: bool = False) -> None:
     """Quantise the float graph at ``float_path`` into ``out`` and add what the embedder reads."""
+    quantise_float_graph(float_path, out / MODEL_FILE)
+    if not keep_float:
+        float_path.unlink()
+    _place_beside(source, out)
+
+
+def quantise_float_graph(float_path: Path, out: Path) -> None:
+    """onnxruntime's dynamic int8 quantisation of a float graph, as the served model is
+    quantised: the traced export's way, and what ``onnx_build.build_int8_graph`` writes
+    directly (``tests/embedding/test_onnx_build.py`` holds the two to the same graph)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet():
         quantize_dynamic(
             str(float_path),
-            str(out / MODEL_FILE),
+            str(out),
             weight_type=QuantType.QInt8,
             per_channel=True,
             op_types_to_quantize=["MatMul", "Gather"],
         )
-    if not keep_float:
-        float_path.unlink()
+
+
+def _place_beside(source: Path, out: Path) -> None:
+    """The tokenizer and what the embedder reads (dimension, budget, prompts)."""
     shutil.copy(source / "tokenizer.json", out / "tokenizer.json")
     (out / CONFIG_FILE).write_text(
         json.dumps(_st_config(source), indent=2) + "\n", encoding="utf-8"
