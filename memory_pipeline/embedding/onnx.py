@@ -73,7 +73,8 @@ class OnnxEmbedder:
             if _exported_from(ready, self.cache_dir / E5_FOLDER):  # no unpack check, no torch
                 self._folder = ready
             else:
-                source = ensure_e5_model(self.cache_dir, progress=self.progress)
+                # no float checkpoint: the graph is written from the bundle's weights
+                source = ensure_e5_model(self.cache_dir, progress=self.progress, checkpoint=False)
                 self._folder = ensure_e5_onnx(self.cache_dir, source, progress=self.progress)
         return self._folder
 

