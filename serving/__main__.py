@@ -90,8 +90,10 @@ def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         p.error(f"{LOAD_ENV_VAR}={args.model_load!r}; use lazy, eager or background")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m serving", description=DESCRIPTION, epilog=EPILOG)
+def parse_args(
+    argv: Sequence[str] | None = None, *, prog: str = "python -m serving"
+) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG)
     add_arguments(p)
     args = p.parse_args(argv)
     check_arguments(p, args)

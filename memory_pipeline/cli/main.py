@@ -2,8 +2,10 @@
 
 ``capture`` runs as a Claude Code hook and must return in milliseconds, so it is handed
 to ``cli/capture.py`` before anything heavy is imported: this module imports only the
-standard library. Every other command goes to ``cli/commands.py`` (the parser, the
-settings, the store). The names defined there (``build_parser``, ``READER_GONE``, …)
+standard library. ``serve``, which an agent spawns and then waits for, goes straight to
+the server's entry point (``serving.__main__``, whose parser ``serve`` shows), without
+the parsers and modules of every other command (0.1 s). Every other command goes to
+``cli/commands.py`` (the parser, the settings, the store). The names defined there (``build_parser``, ``READER_GONE``, …)
 are reachable from here as well, imported when first asked for.
 """
 
@@ -25,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memory_pipeline.cli.capture import main as capture
 
         return capture(words[1:])
+    if words[:1] == ["serve"]:
+        from serving.__main__ import parse_args, serve
+
+        return serve(parse_args(words[1:], prog="memory-pipeline serve"))
     from memory_pipeline.cli import commands
 
     return commands.main(argv)

@@ -9,6 +9,7 @@ for the same text and model), and stores each document in its own transaction.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +29,6 @@ from memory_pipeline.ingest.loaders import (
     load_text,
     normalized_content_hash,
 )
-from memory_pipeline.ingest.redaction import redact_document, redact_metadata
 from memory_pipeline.ingest.turns import chunk_turns
 from memory_pipeline.metadata import ChunkMetadata, validate_metadata
 from memory_pipeline.spaces import DEFAULT_SPACE, doc_id_in_space
@@ -37,6 +37,7 @@ from memory_pipeline.types import DocumentInfo, IngestResult, NewChunk
 
 if TYPE_CHECKING:
     from memory_pipeline.embedding.base import Embedder
+    from memory_pipeline.hygiene.redactor import Redactor
     from memory_pipeline.ingest.settings import IngestSettings
 
 # A per-document embedding bar only for long documents; the ingest bar covers the rest.
@@ -108,7 +109,11 @@ class Ingestor:
         self.settings = settings
         self._update_index = update_index
         self._index_due = index_due
-        self.redactor = settings.redactor()
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """What every document passes through before it is stored (``HYBRID_RAG_REDACT``)."""
+        return self.settings.redactor()
 
     def ingest(
         self,
@@ -226,6 +231,10 @@ class Ingestor:
         )
         merged["source_date"] = day
         meta = ChunkMetadata.model_validate(merged)
+        # Here, not at import: detect-secrets' 25 plugins load in 0.08 s, which a server
+        # that only searches (or has not written yet) does not wait for.
+        from memory_pipeline.ingest.redaction import redact_document, redact_metadata
+
         redactor = self.redactor
         kept, counts = redact_document(loaded, redactor)
         meta = redact_metadata(meta, redactor, kept.source)

@@ -36,6 +36,26 @@ def test_serve_takes_exactly_the_servers_arguments() -> None:
     assert "--model-load {lazy,eager,background}" in serve.format_help()
 
 
+def test_serve_is_handed_over_before_the_other_commands_load() -> None:
+    """``memory-pipeline serve`` goes straight to the server's parser (what an agent waits
+    for imports no other command's modules), and shows the same help as in the whole
+    parser."""
+    code = (
+        "import sys\nfrom memory_pipeline.cli.main import main\n"
+        "try:\n    main(['serve', '--port', 'x'])\nexcept SystemExit as exit:\n"
+        "    print(exit.code, 'memory_pipeline.cli.commands' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout == "2 False\n", done.stderr
+    assert "usage: memory-pipeline serve" in done.stderr
+    shown = subprocess.run(
+        [sys.executable, "-c", CONSOLE_SCRIPT, "serve", "--help"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    whole = commands(build_parser())["serve"].format_help()
+    assert shown.returncode == 0 and shown.stdout.split() == whole.split()
+
+
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [

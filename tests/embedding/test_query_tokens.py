@@ -115,13 +115,14 @@ def test_a_tokenizer_of_another_kind_is_not_reproduced(folder: Path, tmp_path: P
 def _dataset_texts() -> tuple[list[str], list[str]]:
     """Every question, and every passage as a (long) query, of the shared data sets."""
     queries: list[str] = []
-    for path in sorted(DATASETS.glob("*/queries.jsonl")):
+    locomo = DATASETS / "locomo-dev" / "beir" / "locomo-dev-all"
+    for path in [*sorted(DATASETS.glob("*/queries.jsonl")), locomo / "queries.jsonl"]:
         queries += ["query: " + json.loads(line)["text"] for line in path.open(encoding="utf-8")]
     passages = []
     for path in (
         DATASETS / "scifact" / "corpus.jsonl",
         DATASETS / "jaquad" / "corpus.jsonl",
-        DATASETS / "locomo-dev" / "beir" / "locomo-dev-all" / "corpus.jsonl",
+        locomo / "corpus.jsonl",
     ):
         for line in path.open(encoding="utf-8"):
             row = json.loads(line)
@@ -142,5 +143,7 @@ def test_every_question_and_passage_of_the_shared_data_sets(
             if ids is not None:
                 taken[name] += 1
                 assert ids == expected.ids, text[:200]
-    assert len(queries) > 5000 and taken["queries"] >= 0.99 * len(queries), taken
-    assert taken["passages"] > 1000, taken  # the long texts were compared too
+    # Every question is taken (5,803 here); most passages are (7,924 of 8,694 here: the
+    # others are longer than MAX_CHARS or hold a case it declines).
+    assert len(queries) > 5000 and taken["queries"] == len(queries), taken
+    assert taken["passages"] > 0.8 * len(passages), taken
