@@ -18,15 +18,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock
 
 from memory_pipeline.config import DEFAULT_UI_URL, Settings, pipeline_variable
 
@@ -116,6 +112,8 @@ class AlertLog:
     def append(self, alert: Alert) -> None:
         """Append one line and fsync it: an alert that was announced must survive a crash."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock  # here: every command imports this module, few append
+
         line = json.dumps(alert.to_dict(), ensure_ascii=False) + "\n"
         lock = FileLock(str(self.path.with_name(self.path.name + ".lock")), timeout=30.0)
         with lock, self.path.open("a", encoding="utf-8") as out:
@@ -155,6 +153,9 @@ def deliver(url: str, alert: Alert, timeout: float = 5.0) -> str | None:
 
     Error texts never contain the URL: a webhook URL usually holds its secret token.
     """
+    import urllib.error  # here: every command imports this module (0.04 s), few deliver
+    import urllib.request
+
     if not url.lower().startswith(("http://", "https://")):
         return "the webhook URL must start with http:// or https://"
     body = json.dumps({"text": alert.summary(), "alert": alert.to_dict()}, ensure_ascii=False)

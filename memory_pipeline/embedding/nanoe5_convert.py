@@ -142,7 +142,7 @@ def read_e5s1(data: bytes) -> E5Bundle:
         if version != 1 or qk != _QK or heads <= 0 or hidden % heads or (hidden | ffn) % _QK:
             raise ValueError(f"unsupported E5S1 version {version} or shape")
         n_pieces, bos, eos, pad, unk, blob_len = cur.take("5iQ")
-        offs = np.frombuffer(cur.raw(4 * (n_pieces + 1)), "<u4")
+        offs = np.frombuffer(cur.raw(4 * (n_pieces + 1)), "<u4").tolist()  # ints: 3x quicker
         scores = np.frombuffer(cur.raw(4 * n_pieces), "<f4").tolist()
         blob = cur.raw(blob_len)
         pieces = [blob[offs[i] : offs[i + 1]].decode() for i in range(n_pieces)]

