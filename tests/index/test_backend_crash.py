@@ -1,7 +1,7 @@
 """A writer killed with SIGKILL in the middle of its work leaves every backend serving.
 
 A child process ingests, deletes and updates the index in a loop; it is killed at a
-random moment, ten times per backend. After each kill a fresh memory opens the same
+random moment after its first note is committed, ten times per backend. After each kill a fresh memory opens the same
 store: searches answer, every hit is live, health reports no error, and what the
 store holds is what is found (on pgvector at once, with no index update at all).
 """
@@ -35,6 +35,8 @@ print("ready", flush=True)
 for n in itertools.count():
     text = " ".join(f"word{(n * 7 + i) % 50} note{n}" for i in range(60))
     result = memory.ingest_text(text, f"note-{sys.argv[1]}-{n}")
+    if n == 0:
+        print("committed", flush=True)
     if n % 3 == 2:
         memory.delete_document(result.doc_id)
     if n % 2:
@@ -63,6 +65,9 @@ def test_a_killed_writer_leaves_the_previous_state_serving(
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready", child.stderr and child.stderr.read()
+        # The kill comes a random time after the first note is committed, not after
+        # the start: on a loaded machine a clock alone may kill before any write.
+        assert child.stdout.readline().strip() == "committed", child.stderr and child.stderr.read()
         time.sleep(rng.uniform(0.05, 1.0))
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
