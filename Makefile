@@ -4,12 +4,13 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DATA   ?= data
 PYTEST_ARGS ?=
+export Q
 
 export HYBRID_RAG_DB_PATH    ?= $(DATA)/memory.db
 export HYBRID_RAG_INDEX_PATH ?= $(DATA)/indices
 export HYBRID_RAG_ARCHIVE_PATH ?= $(DATA)/archive
 
-.PHONY: install run stop demo test lint fast-test bench docs clean
+.PHONY: install run stop demo search alerts test lint fast-test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -45,6 +46,13 @@ demo: install  ## no server: ingest the bundled sample corpus into $(DATA)/demo 
 	mkdir -p $(DATA)/demo
 	HYBRID_RAG_DB_PATH=$(DATA)/demo/memory.db HYBRID_RAG_INDEX_PATH=$(DATA)/demo/indices \
 	HYBRID_RAG_ARCHIVE_PATH=$(DATA)/demo/archive $(VENV)/bin/memory-pipeline demo
+
+search: install  ## search the memory make run keeps (DATA=data/demo: make demo's): make search Q="…"
+	@test -n "$$Q" || { echo 'usage: make search Q="your question" [DATA=data/demo]' >&2; exit 2; }
+	$(VENV)/bin/memory-pipeline search "$$Q"
+
+alerts: install  ## the alerts make run's pipeline raised (data/alerts.jsonl)
+	$(VENV)/bin/memory-pipeline alerts
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -104,14 +104,15 @@ class Settled:
 
 def settle(configured: Layout, cwd: Path) -> Settled:
     """``configured`` when a setting chose the database; else the memory the old defaults
-    left in ``cwd`` if there is one (with a notice), else the default folder, made here."""
+    left in ``cwd`` if there is one (with a notice), else the default folder, made here
+    (with a notice when ``cwd`` is in a checkout whose ``make`` targets keep another)."""
     default = Layout.default()
     if configured.db != default.db:
         return Settled(configured)
     old = Layout.old(cwd)
     if not old.db.is_file():
         _make(default.db.parent)
-        return Settled(configured)
+        return Settled(configured, checkout_notice(cwd, default.db.parent))
     layout = Layout(
         old.db,
         old.index if configured.index == default.index else configured.index,
@@ -149,3 +150,81 @@ def _notice(used: Layout, old: Layout, new: Layout) -> str:
         f"{where}; the default is now {new.db.parent}: with no client running, move it "
         f"there with `{command}`, or set HYBRID_RAG_DB_PATH to keep it here"
     )
+
+
+#: The memories a checkout's ``make`` targets keep, by target, relative to the checkout.
+CHECKOUT_MEMORIES = (("make run", Path("data")), ("make demo", Path("data/demo")))
+
+
+@dataclass(frozen=True)
+class CheckoutMemory:
+    """A memory a checkout's ``make`` target keeps: ``folder`` under ``root``."""
+
+    target: str
+    root: Path
+    folder: Path
+
+
+def checkout_memories(cwd: Path) -> list[CheckoutMemory]:
+    """The memories ``make run`` and ``make demo`` keep in the checkout that holds ``cwd``
+    (the nearest folder up with the repository's ``Makefile``, ``workspace.yaml`` and
+    ``memory_pipeline/``), each that holds a database."""
+    for root in (cwd, *cwd.parents):
+        marks = (root / "Makefile", root / "workspace.yaml", root / "memory_pipeline")
+        if marks[0].is_file() and marks[1].is_file() and marks[2].is_dir():
+            return [
+                CheckoutMemory(target, root, root / sub)
+                for target, sub in CHECKOUT_MEMORIES
+                if (root / sub / "memory.db").is_file()
+            ]
+    return []
+
+
+def checkout_notice(cwd: Path, used: Path) -> str | None:
+    """The line that says which memory a command in a checkout uses, when the checkout's
+    ``make`` targets keep others, and how to reach them; None outside such a checkout.
+
+    The command keeps the user's one memory (a memory that changed with the folder a
+    command starts in is what the per-user default ended); the line names the others:
+    the ``make`` target that searches each, and the variables that point any command
+    there."""
+    ways = []
+    for memory in checkout_memories(cwd):
+        data = memory.folder.relative_to(memory.root)
+        data_arg = "" if data == Path("data") else f" DATA={data}"
+        db, index = _shown(memory.folder / "memory.db", cwd), _shown(memory.folder / "indices", cwd)
+        ways.append(
+            f"`{memory.target}` keeps one in {_shown(memory.folder, cwd)} "
+            f"(`{_make_command(memory, cwd)} search{data_arg} Q='…'`, or any command with "
+            f"HYBRID_RAG_DB_PATH={db} HYBRID_RAG_INDEX_PATH={index})"
+        )
+    if not ways:
+        return None
+    return f"memory-pipeline: this memory is your own in {used}, not this checkout's: " + (
+        "; ".join(ways)
+    )
+
+
+def checkout_alerts_notice(cwd: Path, used: Path) -> str | None:
+    """As ``checkout_notice``, for the alert log: the one ``make run``'s pipeline writes."""
+    for memory in checkout_memories(cwd):
+        log = memory.folder / "alerts.jsonl"
+        if memory.target == "make run" and log.is_file():
+            return (
+                f"memory-pipeline: these are your own alerts ({used}), not those of this "
+                f"checkout's `make run` pipeline: `{_make_command(memory, cwd)} alerts`, or "
+                f"--log {_shown(log, cwd)}"
+            )
+    return None
+
+
+def _make_command(memory: CheckoutMemory, cwd: Path) -> str:
+    return "make" if memory.root == cwd else f"make -C {shlex.quote(str(memory.root))}"
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` relative to ``cwd`` when it is under it, else as it is (quoted for a shell)."""
+    try:
+        return shlex.quote(str(path.relative_to(cwd)))
+    except ValueError:
+        return shlex.quote(str(path))

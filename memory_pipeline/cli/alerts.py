@@ -23,6 +23,7 @@ from memory_pipeline.alerts import (
 )
 from memory_pipeline.cli.flags import positive_int, shown
 from memory_pipeline.config import Settings, variable
+from memory_pipeline.locations import checkout_alerts_notice
 
 DEFAULT_LIMIT = 50
 _COLUMNS = ("time", "kind", "subject", "state", "message", "delivered")
@@ -60,6 +61,10 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     if getattr(args, "index", None):  # --index moves the default log with the index
         env[variable("index_path")] = args.index
     path = Path(args.log) if args.log else alert_log_path(env)
+    if not (args.log or env.get(LOG_ENV) or env.get(variable("index_path"))):
+        notice = checkout_alerts_notice(Path.cwd(), path)
+        if notice:
+            print(notice, file=sys.stderr)
     listing = AlertLog(path).read(limit=args.limit)
     if args.json:
         payload = {

@@ -11,6 +11,8 @@ import contextlib
 import json
 import logging
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -30,7 +32,7 @@ from memory_pipeline.cli.flags import iso_day, setting, shown, storage_flags
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryPipelineError
-from memory_pipeline.locations import OLD_DB, OLD_INDEX, data_dir
+from memory_pipeline.locations import OLD_DB, OLD_INDEX, Layout, data_dir
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import DEFAULT_TOP_K, MAX_REWRITES, day_start
 from memory_pipeline.spaces import Spaces
@@ -46,6 +48,8 @@ FILES_UNCHANGED = (
     "before any chunk leaves the memory"
 )
 
+#: The question the demo's closing hint asks (one the sample corpus answers).
+DEMO_TRY = "what does reciprocal rank fusion do?"
 SAMPLE_QUERIES = (
     "Why should old news fade from memory while principles stay?",
     "チャンクサイズの実験で何が分かった？",
@@ -220,11 +224,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
         request = system.settings.search_request(top_k=3, record_access=False)
         for rank, hit in enumerate(system.query(query, request).hits, 1):
             print(f"{rank}. ({hit.knowledge_type}) {' '.join(hit.content.split())[:160]}")
+    settings = system.settings
     print(
-        f"\nstored in {system.settings.url.split('///')[-1]}, index in {system.settings.index_path}; "
-        'try: memory-pipeline search "your question"'
+        f"\nstored in {settings.url.split('///')[-1]}, index in {settings.index_path}; "
+        f"try: {_search_hint(settings, DEMO_TRY)}"
     )
     return 0
+
+
+def _search_hint(settings: Settings, query: str) -> str:
+    """A search command that works as printed in this shell: the program as it was
+    started (``memory-pipeline`` when that is the one on PATH), with the memory's paths
+    when they are not the default ones (``make demo`` sets them for its own run only)."""
+    words = [*_program(), "search"]
+    default = Layout.default()
+    if settings.database_url is None and settings.db_path != default.db:
+        words += ["--db", str(settings.db_path), "--index", str(settings.index_path)]
+    return shlex.join([*words, query])
+
+
+def _program() -> list[str]:
+    """How to start this command line again from the same folder."""
+    started = sys.argv[0]
+    if Path(started).name == "memory-pipeline":
+        on_path = shutil.which("memory-pipeline")
+        if on_path and Path(on_path).resolve() == Path(started).resolve():
+            return ["memory-pipeline"]
+        return [started]
+    return [sys.executable, "-m", "memory_pipeline.cli"]
 
 
 def cmd_serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
