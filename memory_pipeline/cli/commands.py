@@ -164,11 +164,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return 0
     if result.stats.unindexed_searched:
-        print(
-            f"note: {result.stats.unindexed_searched} chunks are not in the published index "
-            "yet (scored directly); run `memory-pipeline update-index`",
-            file=sys.stderr,
-        )
+        from memory_pipeline.index.watcher import lag_note
+
+        note = lag_note(result.stats.unindexed_searched, system.settings.index_path)
+        print(f"note: {note}", file=sys.stderr)
     if not result.hits:
         print("no results")
     for rank, hit in enumerate(result.hits, 1):

@@ -53,8 +53,11 @@ class Retriever:
             )
         run.stats.unindexed_searched = n_extra
         if n_extra:
+            chunks, was = (
+                ("1 chunk is", "was") if n_extra == 1 else (f"{n_extra} chunks are", "were")
+            )
             run.stats.notes.append(
-                f"{n_extra} chunks are not in the published index yet and were scored directly; "
+                f"{chunks} not in the published index yet and {was} scored directly; "
                 "an index update (update-index / update_index) makes this cheap again"
             )
             run.dense = _merge(run.dense, extra_dense, p.top_n)

@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from memory_pipeline.index import watcher
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.ingestion.checks import sources_ingested
@@ -303,6 +304,18 @@ def test_pending_index_sensor_waits_for_a_quiet_queue_then_requests_one_update(
     done = tick(sensor, corpus, instance, ready.cursor)
     assert isinstance(done, dg.SensorResult) and not done.run_requests
     system.close()
+
+
+def test_each_tick_of_the_pending_index_sensor_marks_the_index_as_watched(
+    corpus: Corpus, instance: dg.DagsterInstance
+) -> None:
+    memory: MemoryResource = build_definitions(corpus.env()).resources["memory"]  # type: ignore[assignment]
+    index = memory.settings().index_path
+    assert watcher.watching(index) is None
+    tick(build_pending_index_sensor(debounce_seconds=7), corpus, instance, None)
+    watch = watcher.watching(index)
+    assert watch is not None and (watch.interval, watch.debounce) == (10, 7)
+    assert watcher.mark_path(index).parent == index.parent
 
 
 def test_pending_index_sensor_leaves_queued_changes_to_a_running_ingest(

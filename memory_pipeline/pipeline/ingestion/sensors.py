@@ -15,11 +15,15 @@ of the store (``MemoryResource.watched()``) and turn a plain answer into Dagster
   once the queue has been still for ``debounce_seconds``: a burst of ingests makes
   one run. With nothing queued it still requests one run when the published BM25
   index was built by other token rules than this version's (it rebuilds the index).
+  Each tick leaves a mark beside the index (``index.watcher``), so that a command that
+  meets chunks not yet indexed says the pipeline takes them in rather than advising
+  ``update-index``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +32,7 @@ import dagster as dg
 
 from memory_pipeline.config import DEFAULT_INDEX_DEBOUNCE_SECONDS
 from memory_pipeline.errors import IndexUnavailableError
+from memory_pipeline.index import watcher
 from memory_pipeline.index.versions import read_current
 from memory_pipeline.pipeline.ingestion.jobs import ingest_job, update_index_job
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
@@ -130,6 +135,15 @@ def _stale_token_rules(index_root: Path) -> int | None:
     return current[0].version
 
 
+def _mark(index_path: Path, debounce_seconds: float) -> None:
+    """Leave the mark that tells commands a pipeline watches this index (``watcher``);
+    a mark that cannot be written costs only their advice, never the tick."""
+    try:
+        watcher.mark(index_path, INDEX_INTERVAL_SECONDS, debounce_seconds)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot write the index watch mark: %s", exc)
+
+
 def build_pending_index_sensor(
     debounce_seconds: float = DEFAULT_INDEX_DEBOUNCE_SECONDS,
 ) -> dg.SensorDefinition:
@@ -147,6 +161,7 @@ def build_pending_index_sensor(
         context: dg.SensorEvaluationContext, memory: MemoryResource
     ) -> dg.SensorResult | dg.SkipReason:
         store = memory.watched()
+        _mark(memory.settings().index_path, debounce_seconds)
         last_seq = store.last_change()
         if not last_seq:
             stale = _stale_token_rules(memory.settings().index_path)
