@@ -4,9 +4,12 @@ Each tick reads the latest execution of every asset check and the runs that fini
 since the last tick, compares them with the state kept in the cursor, and makes one
 alert per *change*: a check that starts failing (``failed`` for ERROR, ``warning`` for
 WARN) or passes again (``recovered``), a failed run, and a job whose next run succeeds
-after a failure (``recovered``). A check failing again and again is one alert, not one
-per tick. The first tick (empty cursor) announces what is failing already — someone
-must hear of it — and only remembers what passes.
+after a failure (``recovered``). A check failing again with the same failing items is
+one alert, not one per tick; a failing check whose items (``FAILING_ITEMS`` in its
+result metadata: the files or findings that fail) include one it did not have before
+alerts again, naming what is new. Items that recover while others still fail are not
+announced; the check's recovery is, once. The first tick (empty cursor) announces what
+is failing already — someone must hear of it — and only remembers what passes.
 
 Alerts go to the alert log (``memory_pipeline.alerts``) and, when configured, to a
 webhook. A webhook that is down never fails the tick: the alert is logged with
@@ -20,6 +23,7 @@ The sensor requests no runs.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -45,6 +49,9 @@ if TYPE_CHECKING:
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
 
 INTERVAL_SECONDS = 30
+FAILING_ITEMS = "failing_items"  # a check's metadata: JSON list of what fails, by name
+MAX_ITEMS = 100  # item names remembered per check; a digest of them all tells sameness
+NEW_SHOWN = 5  # new items named in an alert's message
 MAX_OUTBOX = 50
 MAX_ATTEMPTS = 5
 MAX_SEEN_RUNS = 100  # run ids remembered against double counting at the watermark
@@ -55,11 +62,36 @@ OK = "ok"
 FINISHED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.SUCCESS]
 
 
+def _digest(items: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(set(items))).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SeenItems:
+    """A failing check's items at its last result: the first ``MAX_ITEMS`` names, and a
+    digest of them all (so a long list that did not change is not news)."""
+
+    names: list[str]
+    digest: str
+
+    @classmethod
+    def of(cls, items: list[str]) -> SeenItems:
+        return cls(list(dict.fromkeys(items))[:MAX_ITEMS], _digest(items))
+
+    def new(self, items: list[str]) -> list[str]:
+        """Items not seen before (past ``MAX_ITEMS``, forgotten ones count as new)."""
+        if _digest(items) == self.digest:
+            return []
+        known = set(self.names)
+        return [i for i in dict.fromkeys(items) if i not in known]
+
+
 @dataclass
 class AlertsCursor:
     """What the sensor remembers between ticks; every part of it is bounded."""
 
     checks: dict[str, str] = field(default_factory=dict)  # subject -> OK | FAILED | WARNING
+    items: dict[str, SeenItems] = field(default_factory=dict)  # failing subject -> its items
     runs_since: float | None = None  # update time of the newest finished run seen; None: never
     seen_runs: list[str] = field(default_factory=list)  # the last MAX_SEEN_RUNS handled
     failed_jobs: list[str] = field(default_factory=list)  # jobs whose last finished run failed
@@ -74,18 +106,26 @@ class AlertsCursor:
             since = runs.get("since")
             return cls(
                 checks={str(k): str(v) for k, v in data.get("checks", {}).items()},
+                items={  # absent from cursors written before items were remembered
+                    str(k): SeenItems([str(n) for n in v["names"]], str(v["digest"]))
+                    for k, v in data.get("items", {}).items()
+                },
                 runs_since=None if since is None else float(since),
                 seen_runs=[str(r) for r in runs.get("seen", [])],
                 failed_jobs=[str(j) for j in runs.get("failed_jobs", [])],
                 outbox=[Alert.from_dict(a) for a in data.get("outbox", [])],
             )
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, KeyError):
             return cls()
 
     def dump(self) -> str:
         return json.dumps(
             {
                 "checks": self.checks,
+                "items": {
+                    k: {"names": v.names[:MAX_ITEMS], "digest": v.digest}
+                    for k, v in self.items.items()
+                },
                 "runs": {
                     "since": self.runs_since,
                     "seen": self.seen_runs[-MAX_SEEN_RUNS:],
@@ -102,6 +142,14 @@ class _Observed:
     state: str  # OK | FAILED | WARNING
     severity: str
     message: str
+    items: list[str] = field(default_factory=list)  # what fails, when the check names it
+
+
+def _failing_items(evaluation: dg.AssetCheckEvaluation) -> list[str]:
+    """The check's own list of what fails (``FAILING_ITEMS``); [] when it keeps none."""
+    entry = evaluation.metadata.get(FAILING_ITEMS)
+    value = entry.value if entry is not None else None
+    return [str(i) for i in value] if isinstance(value, list) else []
 
 
 def _observe(instance: dg.DagsterInstance, record: AssetCheckExecutionRecord) -> _Observed | None:
@@ -112,7 +160,7 @@ def _observe(instance: dg.DagsterInstance, record: AssetCheckExecutionRecord) ->
             return _Observed(OK, evaluation.severity.value, evaluation.description or "")
         state = WARNING if evaluation.severity == dg.AssetCheckSeverity.WARN else FAILED
         message = evaluation.description or "the check failed"
-        return _Observed(state, evaluation.severity.value, message)
+        return _Observed(state, evaluation.severity.value, message, _failing_items(evaluation))
     # Planned only: still running, skipped, or its run died before the check reported.
     run = instance.get_run_by_id(record.run_id)
     if run is None or not run.is_finished or run.status != dg.DagsterRunStatus.FAILURE:
@@ -136,18 +184,25 @@ def check_alerts(
     keys = sorted(repository.asset_graph.asset_check_keys, key=str)
     latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
     states: dict[str, str] = {}
+    items: dict[str, SeenItems] = {}
     alerts: list[Alert] = []
     for key in keys:
         subject = f"{key.asset_key.to_user_string()}:{key.name}"
         before = cursor.checks.get(subject)
+        seen = cursor.items.get(subject)
         record = latest.get(key)
         now = _observe(context.instance, record) if record is not None else None
         if record is None or now is None:  # nothing new to judge by: keep what was known
             if before is not None:
                 states[subject] = before
+            if seen is not None:
+                items[subject] = seen
             continue
         states[subject] = now.state
-        if now.state == before or (now.state == OK and before is None):
+        if now.state != OK:
+            items[subject] = SeenItems.of(now.items)
+        message = _news(before, seen, now)
+        if message is None:
             continue
         state = RECOVERED if now.state == OK else now.state
         alerts.append(
@@ -156,13 +211,29 @@ def check_alerts(
                 subject=subject,
                 state=state,
                 severity="INFO" if state == RECOVERED else now.severity,
-                message=now.message or "the check passes again",
+                message=message,
                 run_id=record.run_id,
                 url=_check_url(ui_url, key),
             )
         )
     cursor.checks = states  # checks no longer defined are forgotten
+    cursor.items = items
     return alerts
+
+
+def _news(before: str | None, seen: SeenItems | None, now: _Observed) -> str | None:
+    """The alert's message when the check's latest result is news, else None."""
+    if now.state == OK:
+        return None if before in (None, OK) else now.message or "the check passes again"
+    if now.state != before:
+        return now.message
+    if seen is None:  # remembered by a cursor without items: learn them quietly
+        return None
+    new = seen.new(now.items)
+    if not new:
+        return None
+    more = f" and {len(new) - NEW_SHOWN} more" if len(new) > NEW_SHOWN else ""
+    return f"new: {', '.join(new[:NEW_SHOWN])}{more}; {now.message}"
 
 
 # What Dagster writes when a run's worker process dies: the code server's note of the
@@ -352,7 +423,7 @@ def build_alerts_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
         # Never the webhook URL itself: it usually carries its secret token.
         description=f"Failed asset checks (ERROR or WARN) and failed runs → one alert per "
-        f"change of state, recoveries too, in {log_path}; {where}.",
+        f"change of state or newly failing item, recoveries too, in {log_path}; {where}.",
     )
     def alerts_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         cursor = AlertsCursor.load(context.cursor)

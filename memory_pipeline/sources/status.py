@@ -89,10 +89,32 @@ class FileStatus:
     documents: int = 0
 
 
-def scan(config: SourcesConfig) -> list[SourceFile]:
-    """Every file the roots' patterns pick, sorted; hidden files and folders are skipped."""
+@dataclass(frozen=True)
+class Survey:
+    """Every (non-hidden) file under the roots: those a root's patterns pick, and the rest."""
+
+    files: list[SourceFile]
+    unsupported: list[Path]  # under a root, picked by no root's patterns: ignored, listed
+
+    def unsupported_by_extension(self) -> dict[str, int]:
+        """Counts by lower-case extension ("(none)" for a name without one), sorted."""
+        counts: dict[str, int] = {}
+        for path in self.unsupported:
+            ext = path.suffix.lower() or "(none)"
+            counts[ext] = counts.get(ext, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+def survey(config: SourcesConfig, *, unsupported: bool = True) -> Survey:
+    """Every file under the roots, sorted; hidden files and folders are skipped.
+
+    A file no root picks (``.png``, ``.bin``, a pattern's exclusion) is listed as
+    unsupported rather than passed over in silence; ``unsupported=False`` skips that
+    (the change sensor's every-tick scan does not need it).
+    """
     out: list[SourceFile] = []
     seen: set[Path] = set()
+    others: set[Path] = set()
     for root in config.roots:
         if not root.path.is_dir():
             continue
@@ -100,7 +122,10 @@ def scan(config: SourcesConfig) -> list[SourceFile]:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                if path in seen or not root.matches(path):
+                if path in seen or name.startswith("."):
+                    continue
+                picked = root.matches(path)
+                if not picked and not unsupported:
                     continue
                 try:
                     st = path.stat()
@@ -108,9 +133,17 @@ def scan(config: SourcesConfig) -> list[SourceFile]:
                     continue  # vanished between listing and stat, or a dangling link
                 if not stat.S_ISREG(st.st_mode):
                     continue
+                if not picked:
+                    others.add(path)
+                    continue
                 seen.add(path)
                 out.append(SourceFile(path, root, st.st_size, st.st_mtime_ns))
-    return sorted(out, key=lambda f: f.path)
+    return Survey(sorted(out, key=lambda f: f.path), sorted(others - seen))
+
+
+def scan(config: SourcesConfig) -> list[SourceFile]:
+    """Every file the roots' patterns pick, sorted; hidden files and folders are skipped."""
+    return survey(config, unsupported=False).files
 
 
 def missing_roots(config: SourcesConfig) -> list[SourceRoot]:
@@ -244,6 +277,27 @@ def not_ingested(store: StoreView, config: SourcesConfig, ledger: Ledger) -> lis
     """Files under the roots whose current content the store does not hold: new,
     changed since they were ingested, or failing to read or parse."""
     return [s for s in sources_status(store, config, ledger) if s.state in NOT_INGESTED]
+
+
+def refused(config: SourcesConfig, ledger: Ledger) -> dict[Path, str]:
+    """Files under the roots whose current content a sync refused, with its reason.
+
+    A ledger failure counts while the file still holds the bytes that failed (or cannot
+    be read at all); once the file changes it is new or changed again, not refused.
+    """
+    out: dict[Path, str] = {}
+    for name, entry in sorted(ledger.failures().items()):
+        path = Path(name)
+        if not path.is_file() or config.root_for(path) is None:
+            continue  # a removed file no longer needs fixing
+        try:
+            same = file_sha256(path) == entry.sha256
+        except OSError as exc:
+            out[path] = f"cannot be read: {exc.strerror or exc}"
+            continue
+        if same:
+            out[path] = entry.error
+    return out
 
 
 def describe_not_ingested(statuses: Sequence[FileStatus]) -> list[str]:

@@ -37,8 +37,8 @@ from memory_pipeline.sources.status import (
     file_sha256,
     file_status,
     is_current,
-    scan,
     source_key,
+    survey,
 )
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.types import IngestResult
@@ -92,8 +92,11 @@ class SyncPlan:
     ignored: list[str] = field(
         default_factory=list
     )  # outside every root, or neither here nor known
-    files_under_roots: int = 0
+    files_under_roots: int = 0  # every file: those a root picks and the unsupported
     states: dict[str, int] = field(default_factory=dict)  # full scans only
+    # under a root but picked by no root's patterns: not ingested, not an error, listed
+    unsupported: list[str] = field(default_factory=list)
+    unsupported_by_extension: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -176,9 +179,15 @@ def plan_sync(
     deleted: Sequence[str] | None = None,
 ) -> SyncPlan:
     """Explicit paths when given (either list), else a full scan of every root."""
-    files = scan(config)
-    if paths is None and deleted is None:
-        plan = SyncPlan("full", files_under_roots=len(files))
+    found = survey(config)
+    files = found.files
+    plan = SyncPlan(
+        "full" if paths is None and deleted is None else "paths",
+        files_under_roots=len(files) + len(found.unsupported),
+        unsupported=[str(p) for p in found.unsupported],
+        unsupported_by_extension=found.unsupported_by_extension(),
+    )
+    if plan.mode == "full":
         for sf in files:
             st = file_status(store, sf, ledger)
             plan.states[st.state.value] = plan.states.get(st.state.value, 0) + 1
@@ -187,7 +196,6 @@ def plan_sync(
         here = {str(f.path) for f in files}
         plan.delete = [p for p in sorted(ledger.files) if p not in here and not Path(p).exists()]
         return plan
-    plan = SyncPlan("paths", files_under_roots=len(files))
     for raw in dict.fromkeys([*(paths or ()), *(deleted or ())]):
         path = absolute(raw)
         if path.is_file():

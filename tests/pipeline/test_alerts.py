@@ -21,7 +21,13 @@ import pytest
 from memory_pipeline.alerts import Alert, AlertLog, alert_log_path, deliver
 from memory_pipeline.cli.main import main
 from memory_pipeline.locations import data_dir
-from memory_pipeline.pipeline.alerts import MAX_ATTEMPTS, AlertsCursor, build_alerts_sensor
+from memory_pipeline.pipeline.alerts import (
+    FAILING_ITEMS,
+    MAX_ATTEMPTS,
+    MAX_ITEMS,
+    AlertsCursor,
+    build_alerts_sensor,
+)
 from memory_pipeline.pipeline.definitions import build_definitions
 from tests.test_pipeline_support import Webhook, make_corpus
 
@@ -41,7 +47,10 @@ def notes_fresh() -> dg.AssetCheckResult:
         raise RuntimeError("the check itself broke")
     severity = dg.AssetCheckSeverity.WARN if mode == "warn" else dg.AssetCheckSeverity.ERROR
     return dg.AssetCheckResult(
-        passed=mode == "pass", severity=severity, description=f"notes {mode}"
+        passed=mode == "pass",
+        severity=severity,
+        description=f"notes {mode}",
+        metadata={FAILING_ITEMS: dg.MetadataValue.json(CONTROL["items"])},
     )
 
 
@@ -64,7 +73,7 @@ DEFS = dg.Definitions(
 
 @pytest.fixture(autouse=True)
 def control() -> Iterator[None]:
-    CONTROL.update(check="pass", flaky_fails=False)
+    CONTROL.update(check="pass", flaky_fails=False, items=[])
     yield
     CONTROL.clear()
 
@@ -408,25 +417,96 @@ def test_a_bad_source_file_fails_its_checks_and_deleting_it_recovers_them(
     bad = pipeline.corpus.notes / "empty.md"
     bad.write_text("", encoding="utf-8")
     assert [r.success for r in pipeline.sync()] == [True]
-    failing = [
-        (
-            "documents:sources_ingested",
-            "failed",
-            "ERROR",
-            "1 source file is not in the store: empty.md",
-        ),
-        ("documents:sources_parse", "warning", "WARN", "1 source file failed: empty.md"),
-    ]
-    assert sorted(pipeline.alerts()) == failing
+    # One bad file, one alert at one severity: sources_parse owns refused files.
+    failing = ("documents:sources_parse", "warning", "WARN", "1 source file failed: empty.md")
+    assert pipeline.alerts() == [failing]
 
     bad.unlink()
     assert [r.success for r in pipeline.sync()] == [True]  # the checks are run again
-    recovered = [
-        ("documents:sources_ingested", "recovered", "INFO", "every source file is in the store"),
-        ("documents:sources_parse", "recovered", "INFO", "every source file parsed"),
+    recovered = ("documents:sources_parse", "recovered", "INFO", "every source file parsed")
+    assert pipeline.alerts() == [failing, recovered]
+    assert [b["alert"]["state"] for b in webhook.delivered()] == ["warning", "recovered"]
+
+
+def test_a_third_bad_file_is_one_new_alert_naming_it_and_the_recovery_is_one(
+    instance: dg.DagsterInstance, tmp_path: Path, webhook: Webhook
+) -> None:
+    pipeline = Pipeline(instance, tmp_path, webhook)
+    bad = [pipeline.corpus.notes / f"empty-{n}.md" for n in (1, 2, 3)]
+    for path in bad[:2]:
+        path.write_text("", encoding="utf-8")
+    assert [r.success for r in pipeline.sync()] == [True]
+    [first] = pipeline.alerts()
+    assert first[:2] == ("documents:sources_parse", "warning")
+
+    bad[2].write_text("", encoding="utf-8")
+    assert [r.success for r in pipeline.sync()] == [True]
+    pipeline.alerts()
+    [_, third] = pipeline.alerts()  # a second tick: no more alerts
+    subject, state, severity, message = third
+    assert (subject, state, severity) == ("documents:sources_parse", "warning", "WARN")
+    assert message.startswith(f"new: {bad[2]}; 3 source files failed: empty-1.md")
+
+    for path in bad:
+        path.unlink()
+    assert [r.success for r in pipeline.sync()] == [True]
+    pipeline.alerts()
+    assert [a[1] for a in pipeline.alerts()] == ["warning", "warning", "recovered"]
+
+
+def test_a_check_whose_failing_items_grow_alerts_once_per_growth(
+    sensor: Sensor, instance: dg.DagsterInstance, webhook: Webhook
+) -> None:
+    CONTROL.update(check="error", items=["a.md", "b.md"])
+    run(instance, "notes_job")
+    sensor.tick()
+    run(instance, "notes_job")  # the same items again: no alert
+    sensor.tick()
+    CONTROL["items"] = ["a.md", "b.md", "c.md"]
+    run(instance, "notes_job")
+    sensor.tick()
+    sensor.tick()
+    CONTROL["items"] = ["c.md"]  # some recover, the check still fails: no alert
+    run(instance, "notes_job")
+    sensor.tick()
+    CONTROL["items"] = ["a.md", "c.md"]  # a.md is back: new again
+    run(instance, "notes_job")
+    sensor.tick()
+    CONTROL.update(check="pass", items=[])
+    run(instance, "notes_job")
+    sensor.tick()
+    sensor.tick()
+    assert [(a["alert"]["state"], a["alert"]["message"]) for a in webhook.delivered()] == [
+        ("failed", "notes error"),
+        ("failed", "new: c.md; notes error"),
+        ("failed", "new: a.md; notes error"),
+        ("recovered", "notes pass"),
     ]
-    assert sorted(pipeline.alerts()) == sorted(failing + recovered)
-    assert [b["alert"]["state"] for b in webhook.delivered()][2:] == ["recovered", "recovered"]
+
+
+def test_the_cursor_keeps_at_most_max_items_per_check_and_an_old_cursor_loads(
+    sensor: Sensor, instance: dg.DagsterInstance, webhook: Webhook
+) -> None:
+    old = json.dumps({"checks": {"notes:notes_fresh": "failed"}, "runs": {}, "outbox": []})
+    sensor.cursor = old  # the format before failing items were remembered
+    many = [f"f{n:04}.md" for n in range(MAX_ITEMS * 3)]
+    CONTROL.update(check="error", items=many)
+    run(instance, "notes_job")
+    sensor.tick()  # failing before and now: its items are learnt, not announced
+    sensor.tick()
+    assert webhook.delivered() == []
+    cursor = AlertsCursor.load(sensor.cursor)
+    assert cursor.checks == {"notes:notes_fresh": "failed"}
+    assert len(cursor.items["notes:notes_fresh"].names) == MAX_ITEMS
+    CONTROL["items"] = [*many, "zz.md"]
+    run(instance, "notes_job")
+    sensor.tick()
+    sensor.tick()
+    [posted] = webhook.delivered()  # past MAX_ITEMS, forgotten names count as new
+    more = len(many) - MAX_ITEMS + 1 - 5
+    assert posted["alert"]["message"].startswith(f"new: f{MAX_ITEMS:04}.md, ")
+    assert posted["alert"]["message"].endswith(f" and {more} more; notes error")
+    assert len(AlertsCursor.load(sensor.cursor).items["notes:notes_fresh"].names) == MAX_ITEMS
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,59 @@ def test_every_check_passes_on_a_clean_memory(corpus: Corpus) -> None:
     assert all(e.passed for e in health.values()) and len(health) == 5
     meta = health["index_consistency"].metadata
     assert meta["debris"].value == 0 and meta["gaps"].value == 0
+    assert meta["problems_in_index"].value == 0 and "index" not in meta
     assert meta["index_version"].value == 1
+    assert meta["failing_items"].value == []
+    vectors = health["vectors_valid"].metadata
+    assert vectors["vectors_not_finite"].value == 0 and "vectors_finite" not in vectors
+
+
+def test_check_descriptions_say_what_is_checked_not_the_severity(corpus: Corpus) -> None:
+    defs = build_definitions(corpus.env())
+    specs = [
+        spec
+        for checks_def in defs.get_repository_def().asset_checks_defs_by_key.values()
+        for spec in checks_def.check_specs
+    ]
+    assert {s.name for s in specs} >= {"sources_parse", "sources_ingested", "index_consistency"}
+    for spec in specs:
+        assert not any(word in (spec.description or "") for word in ("ERROR", "WARN")), spec
+
+
+def test_one_unparseable_file_is_owned_by_sources_parse_alone(corpus: Corpus) -> None:
+    assert run(corpus, "ingest_sources").success
+    (corpus.notes / "empty.md").write_text("")
+    found = checks(run(corpus, "ingest_sources"))
+    assert not found["sources_parse"].passed
+    assert found["sources_parse"].metadata["failing_items"].value == [
+        str(corpus.notes / "empty.md")
+    ]
+    ingested = found["sources_ingested"]
+    assert ingested.passed, ingested.description
+    assert ingested.metadata["files_refused"].value == 1
+
+
+def test_unsupported_files_are_counted_by_extension_not_failed(corpus: Corpus) -> None:
+    (corpus.notes / "photo.png").write_bytes(b"\x89PNG")
+    (corpus.papers / "blob.bin").write_bytes(b"\x00\x01")
+    (corpus.papers / "more.bin").write_bytes(b"\x00\x02")
+    result = run(corpus, "ingest_sources")
+    assert result.success
+    [plan] = [
+        e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.materialization.asset_key == dg.AssetKey("source_files")
+    ]
+    assert plan["files_unsupported"].value == 3
+    assert plan["files_unsupported_by_extension"].value == {".bin": 2, ".png": 1}
+    assert "photo.png" in str(plan["unsupported"].value)
+    check = checks(result)["sources_ingested"]
+    assert check.passed
+    assert check.metadata["files_unsupported"].value == 3
+    assert check.metadata["files_unsupported_by_extension"].value == {".bin": 2, ".png": 1}
+    # every file accounted for: the corpus's five ingested, the three unsupported
+    assert check.metadata["files_ingested"].value == 5
+    assert check.metadata["files_under_roots"].value == 5 + 3
 
 
 def test_sources_parse_warns_with_the_failed_file_names(corpus: Corpus) -> None:
@@ -152,7 +204,11 @@ def _foreign_model(s: Store, chunk_id: int) -> None:
 
 @pytest.mark.parametrize(
     ("inject", "finding"),
-    [(_nan_vector, "vectors_finite"), (_short_vector, "vector_dim"), (_foreign_model, "model_ids")],
+    [
+        (_nan_vector, "vectors_not_finite"),
+        (_short_vector, "vectors_of_wrong_dim"),
+        (_foreign_model, "vectors_of_other_models"),
+    ],
 )
 def test_vectors_valid_fails_and_blocks_the_index_publication(
     corpus: Corpus, inject: Callable[[Store, int], None], finding: str
@@ -202,3 +258,4 @@ def test_index_consistency_fails_on_debris_and_gaps(
     assert not check.passed and check.severity is dg.AssetCheckSeverity.ERROR
     assert check.metadata[finding].value >= 1
     assert finding in str(check.metadata["problems"].value)
+    assert check.metadata["failing_items"].value == [finding]

@@ -14,7 +14,7 @@ from memory_pipeline.cli.sources import register
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.sources.ledger import open_ledger, read_ledger
 from memory_pipeline.sources.sources_file import SourcesConfig, load_sources
-from memory_pipeline.sources.status import FileState, sources_status
+from memory_pipeline.sources.status import FileState, scan, sources_status, survey
 from memory_pipeline.sources.sync import SyncReport, apply_sync, plan_sync
 from memory_pipeline.system import MemorySystem, doc_id_for
 from tests.conftest import make_settings
@@ -260,3 +260,23 @@ def test_cli_status_lists_every_file_with_its_state(
     args.func(args)
     rows = json.loads(capsys.readouterr().out)
     assert {r["state"] for r in rows} == {"failed", "ingested", "new"}
+
+
+def test_every_file_under_a_root_is_picked_or_listed_as_unsupported(
+    memory: MemorySystem, corpus: Corpus
+) -> None:
+    (corpus.notes / "photo.PNG").write_bytes(b"\x89PNG")
+    (corpus.papers / "blob.bin").write_bytes(b"\x00")
+    (corpus.papers / "Makefile").write_text("all:\n")
+    (corpus.papers / ".hidden.bin").write_bytes(b"\x00")  # hidden: skipped, as before
+    cfg = load_sources(corpus.sources_file)
+    found = survey(cfg)
+    assert [p.name for p in found.unsupported] == ["photo.PNG", "Makefile", "blob.bin"]
+    assert found.unsupported_by_extension() == {"(none)": 1, ".bin": 1, ".png": 1}
+    assert scan(cfg) == found.files
+    for plan in (
+        plan_sync(memory.store, cfg, read_ledger(cfg.state_path)),
+        plan_sync(memory.store, cfg, read_ledger(cfg.state_path), paths=[]),
+    ):
+        assert plan.files_under_roots == len(found.files) + 3
+        assert plan.unsupported_by_extension == {"(none)": 1, ".bin": 1, ".png": 1}

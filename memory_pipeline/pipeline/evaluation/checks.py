@@ -12,7 +12,7 @@ def build_checks(*, margin: float = DEFAULT_EVAL_MARGIN) -> list[dg.AssetChecksD
     @dg.asset_check(
         asset=retrieval_eval,
         name="eval_regression",
-        description=f"nDCG@10 and Recall@10 within {margin} of the last good run (ERROR).",
+        description=f"nDCG@10 and Recall@10 within {margin} of the last good run.",
     )
     def eval_regression(evaluation: EvaluationResource) -> dg.AssetCheckResult:
         current = evaluation.latest()

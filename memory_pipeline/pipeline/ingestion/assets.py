@@ -55,6 +55,9 @@ def source_files(
     plan = plan_sync(memory.store(), cfg, ledger, paths=config.paths, deleted=config.deleted)
     if plan.ignored:
         context.log.info(f"ignored (outside every root, or unknown): {plan.ignored}")
+    if plan.unsupported:
+        by_ext = ", ".join(f"{ext} {n}" for ext, n in plan.unsupported_by_extension.items())
+        context.log.info(f"{len(plan.unsupported)} unsupported files under the roots ({by_ext})")
     metadata: dict[str, Any] = {
         "mode": plan.mode,
         "sources_file": str(cfg.file),
@@ -63,6 +66,9 @@ def source_files(
         "files_to_ingest": len(plan.ingest),
         "files_to_delete": len(plan.delete),
         "files_ignored": len(plan.ignored),
+        "files_unsupported": len(plan.unsupported),
+        "files_unsupported_by_extension": dg.MetadataValue.json(plan.unsupported_by_extension),
+        "unsupported": _listing(plan.unsupported),
         "files_failed_before": len(ledger.failures()),
         "to_ingest": _listing(plan.ingest),
         "to_delete": _listing(plan.delete),
