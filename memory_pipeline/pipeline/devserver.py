@@ -13,7 +13,9 @@
   and SIGTERM restored: started in the background of a non-interactive shell they
   would otherwise be ignored. Its pid and port are written to
   ``DAGSTER_HOME/dagster-dev.json`` (only ever by the claim's holder); Ctrl-C (or
-  SIGTERM) here is passed on to it.
+  SIGTERM) here is passed on to it. Its output goes whole to
+  ``DAGSTER_HOME/dagster-dev.log``; the terminal gets what ``TerminalFilter`` keeps
+  (the pipeline's progress, warnings, errors, the UI's address), not each sensor tick.
 * ``stop``: SIGTERM to ``dagster dev`` (it shuts its webserver and daemon down),
   then, after a grace period, SIGKILL to whatever is left in its process group.
   Works from any shell, interactive or not.
@@ -29,20 +31,33 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from memory_pipeline import extras
 from memory_pipeline.durable import replace_text
 from memory_pipeline.pipeline.processes import EXITED, alive, process_state
 
 STATE_FILE = "dagster-dev.json"
+#: Everything ``dagster dev`` and the processes it starts print, in DAGSTER_HOME.
+DEV_LOG = "dagster-dev.log"
+RELAY_JOIN_SECONDS = 5.0
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_DAGSTER_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} - (?P<logger>[\w.-]+) - "
+    r"(?P<level>[A-Z]+) - (?P<rest>.*)$"
+)
+_PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
+_RUN_ENDS = ("RUN_SUCCESS", "RUN_FAILURE", "RUN_CANCELED")
 LOCK_FILE = "dagster-dev.lock"
 GRACE_SECONDS = 30.0
 EXIT_REFUSED = 1
@@ -222,10 +237,22 @@ def _run_claimed(home: Path, lock: int, host: str, port: int, dagster_args: Sequ
     signal.signal(signal.SIGTERM, pass_on)
     cmd = [str(_dagster_command()), "dev", *dagster_args, "-h", host, "-p", str(port)]
     state = home / STATE_FILE
+    log = home / DEV_LOG
+    relay: threading.Thread | None = None
+    print(f"Dagster's own log: {log} (here: the pipeline's progress, warnings and errors)")
+    sys.stdout.flush()
     try:
         proc = subprocess.Popen(
-            cmd, start_new_session=True, preexec_fn=_restore_signals, pass_fds=(lock,)
+            cmd,
+            start_new_session=True,
+            preexec_fn=_restore_signals,
+            pass_fds=(lock,),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # lines as they come, not at exit
         )
+        relay = threading.Thread(target=_relay, args=(proc.stdout, log), daemon=True)
+        relay.start()
         _write_state(home, proc, host, port)
         if stopping:  # asked to stop while it was being started
             proc.send_signal(signal.SIGTERM)
@@ -233,8 +260,63 @@ def _run_claimed(home: Path, lock: int, host: str, port: int, dagster_args: Sequ
     finally:
         if proc is not None:
             _finish(proc.pid)
+        if relay is not None:
+            relay.join(timeout=RELAY_JOIN_SECONDS)
         state.unlink(missing_ok=True)
-    return 0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else code
+    if code in (0, -signal.SIGTERM, -signal.SIGINT):
+        return 0
+    print(f"dagster dev exited with code {code}; its whole output is in {log}", file=sys.stderr)
+    return code
+
+
+class TerminalFilter:
+    """Which of ``dagster dev``'s lines reach the terminal (all of them go to its log).
+
+    Shown: warnings and errors, the pipeline's own log lines (Dagster's ``dagster``
+    logger at INFO with a job or sensor named: what this project's assets and sensors
+    say), runs that end, the webserver's address, and lines outside Dagster's format
+    (the project's prints, tracebacks) except Python's warnings. Hidden: the daemons'
+    INFO chatter (each sensor tick), the runs' DEBUG events. A continuation line
+    (indented) goes where the line before it went.
+    """
+
+    def __init__(self) -> None:
+        self._last = True
+
+    def shown(self, raw: str) -> bool:
+        line = _ANSI.sub("", raw).rstrip("\n")
+        found = _DAGSTER_LINE.match(line)
+        if found is None:
+            if not line[:1].isspace():
+                self._last = _PY_WARNING.match(line) is None
+            return self._last
+        logger, level, rest = found.group("logger", "level", "rest")
+        self._last = (
+            level in ("WARNING", "ERROR", "CRITICAL")
+            or (logger == "dagster" and level == "INFO" and " - " in rest)
+            or any(f" - {event} - " in rest for event in _RUN_ENDS)
+            or (logger == "dagster-webserver" and rest.startswith("Serving"))
+        )
+        return self._last
+
+
+def _relay(stream: IO[bytes] | None, log: Path) -> None:
+    """Copy every line to the log (appended), and the ones ``TerminalFilter`` keeps to
+    stdout; a terminal that went away costs the terminal's copy, never the log's."""
+    if stream is None:
+        return
+    keep = TerminalFilter()
+    terminal: IO[bytes] | None = sys.stdout.buffer
+    with log.open("ab") as out:
+        for raw in iter(stream.readline, b""):
+            out.write(raw)
+            out.flush()
+            if terminal is not None and keep.shown(raw.decode("utf-8", "replace")):
+                try:
+                    terminal.write(raw)
+                    terminal.flush()
+                except (OSError, ValueError):
+                    terminal = None
 
 
 def _finish(pgid: int, grace: float = GRACE_SECONDS) -> None:

@@ -181,3 +181,90 @@ def test_a_start_after_a_killed_one_is_not_refused(
     assert not second.finished()
     assert devserver.stop(home) == 0
     assert second.proc.wait(timeout=WAIT) == 0
+
+
+# What a real ``dagster dev`` printed in the first minutes of ``make run`` (abridged; the
+# daemons' and the webserver's lines coloured as on a terminal), and what of it the
+# terminal is meant to show.
+DAGSTER_OUTPUT = [
+    (".../click/core.py:911: SupersessionWarning: Function `dev_command` is superseded", False),
+    ("  return callback(*args, **kwargs)", False),
+    (
+        "\x1b[32m2026-12-07 01:45:59 +0000\x1b[0m - dagster - \x1b[34mINFO\x1b[0m - Launching Dagster services...",
+        False,
+    ),
+    (
+        "\x1b[32m2026-12-07 01:46:03 +0000\x1b[0m - dagster.daemon.SensorDaemon - \x1b[34mINFO\x1b[0m - Checking for new runs for sensor: source_files_sensor",
+        False,
+    ),
+    (
+        "\x1b[32m2026-12-07 01:46:03 +0000\x1b[0m - dagster.daemon.EventLogConsumerDaemon - \x1b[34mWARNING\x1b[0m - No cursor for event type RUN_FAILURE",
+        True,
+    ),
+    (
+        "2026-12-07 01:46:03 +0000 - dagster - INFO - __repository__ - source_files_sensor - requesting ingest of 8 files, removal of 0",
+        True,
+    ),
+    (
+        "\x1b[32m2026-12-07 01:46:04 +0000\x1b[0m - dagster-webserver - \x1b[34mINFO\x1b[0m - Serving dagster-webserver on http://127.0.0.1:3000 in process 11581",
+        True,
+    ),
+    (
+        "\x1b[32m2026-12-07 01:46:10 +0000\x1b[0m - dagster.daemon.QueuedRunCoordinatorDaemon - \x1b[34mINFO\x1b[0m - Launched 1 runs.",
+        False,
+    ),
+    ("building multilingual-e5-small's ONNX graph (once, into the model cache) …", True),
+    (
+        '2026-12-07 01:46:20 +0000 - dagster - DEBUG - ingest_sources - 2779b7a5 - 11784 - documents - STEP_START - Started execution of step "documents".',
+        False,
+    ),
+    (
+        '2026-12-07 01:46:21 +0000 - dagster - ERROR - ingest_sources - 2779b7a5 - 11784 - embeddings - STEP_FAILURE - Execution of step "embeddings" failed.',
+        True,
+    ),
+    ("Traceback (most recent call last):", True),
+    ('  File "x.py", line 1, in <module>', True),
+    (
+        '2026-12-07 01:46:21 +0000 - dagster - DEBUG - ingest_sources - 2779b7a5 - 11784 - RUN_FAILURE - Execution of run for "ingest_sources" failed.',
+        True,
+    ),
+    (
+        "2026-12-07 01:47:12 +0000 - dagster - INFO - forgetting - 3a81 - forgetting_candidates - forgetting batch (DRY RUN — nothing changed)",
+        True,
+    ),
+    ("  0 of 33 live chunks are candidates (0.0%; limit 6 without force)", True),
+    (
+        "\x1b[32m2026-12-07 01:47:13 +0000\x1b[0m - dagster.daemon.MonitoringDaemon - \x1b[34mINFO\x1b[0m - Checking run 2779b7a5",
+        False,
+    ),
+    ("  a continuation of a hidden line", False),
+]
+
+
+def test_the_terminal_gets_the_pipelines_progress_and_the_log_gets_everything(
+    tmp_path: Path, starters: list[Starter]
+) -> None:
+    home, go, bin_dir = tmp_path / "dagster_home", tmp_path / "go", tmp_path / "bin"
+    home.mkdir()
+    bin_dir.mkdir()
+    go.touch()
+    output = tmp_path / "output.txt"
+    output.write_text("".join(f"{line}\n" for line, _ in DAGSTER_OUTPUT), encoding="utf-8")
+    dagster = bin_dir / "dagster"
+    dagster.write_text(f'#!/bin/sh\ncat "{output}"\nexec sleep 600\n', encoding="utf-8")
+    dagster.chmod(0o755)
+    starter = launch(home, go, bin_dir, free_port())
+    starters.append(starter)
+    log = home / devserver.DEV_LOG
+    wait_until(
+        "the whole output in the log",
+        lambda: (
+            log.exists() and log.read_text(encoding="utf-8") == output.read_text(encoding="utf-8")
+        ),
+    )
+    assert devserver.stop(home) == 0
+    out, _ = starter.proc.communicate(timeout=WAIT)
+    assert starter.proc.returncode == 0
+    first, *relayed = out.splitlines()
+    assert first == f"Dagster's own log: {log} (here: the pipeline's progress, warnings and errors)"
+    assert relayed == [line for line, shown in DAGSTER_OUTPUT if shown]
