@@ -3,6 +3,7 @@
 
     make run &                                  # or any running `dagster dev`
     .venv/bin/python scripts/screenshot_lineage.py [--url http://127.0.0.1:3000] [--out docs/lineage.png]
+    .venv/bin/python scripts/screenshot_lineage.py --page '/assets/documents?view=checks' --out docs/checks.png
 
 Installs Debian's ``chromium`` (apt-get) when it is missing. Dismisses the UI's
 "join the community" dialog through GraphQL (``setNuxSeen``) so it does not cover
@@ -79,6 +80,10 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "docs" / "lineage.png"))
     parser.add_argument("--location", default="memory_pipeline")
     parser.add_argument("--group", default="ingestion", help="asset group whose lineage to show")
+    parser.add_argument(
+        "--page",
+        help="another page of the UI instead, e.g. '/assets/documents?view=checks' (the checks)",
+    )
     parser.add_argument("--size", default="1800,900", help="window width,height")
     parser.add_argument("--render-ms", type=int, default=25_000, help="virtual time to render")
     args = parser.parse_args()
@@ -89,7 +94,11 @@ def main() -> int:
     dismiss_community_dialog(url)
     out = Path(args.out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    page = f"{url}/locations/{args.location}/asset-groups/{args.group}"
+    page = (
+        f"{url}{args.page}"
+        if args.page
+        else (f"{url}/locations/{args.location}/asset-groups/{args.group}")
+    )
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
         subprocess.run(
             [

@@ -116,9 +116,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             line += f"  ({r.reused_vectors} vectors reused)"
         print(line if not r.message else f"{line}\n          {r.message}")
     if args.no_index and system.index_due():
+        from memory_pipeline.index.watcher import advice
+
         print(
             "the index has not taken in these changes yet (they are searchable already); "
-            "run `memory-pipeline update-index`",
+            + advice(system.settings.index_path),
             file=sys.stderr,
         )
     return 0

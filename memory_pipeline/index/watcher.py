@@ -76,13 +76,17 @@ def _alive(pid: int) -> bool:
 def lag_note(n: int, index_path: Path) -> str:
     """What a command says about ``n`` chunks it scored outside the published index."""
     chunks = "1 chunk is" if n == 1 else f"{n} chunks are"
-    head = f"{chunks} not in the published index yet (scored directly)"
+    them = "it" if n == 1 else "them"
+    return f"{chunks} not in the published index yet (scored directly); " + advice(index_path, them)
+
+
+def advice(index_path: Path, them: str = "them") -> str:
+    """Who takes waiting changes into the index: the pipeline watching it, or the user."""
     watch = watching(index_path)
     if watch is None:
-        return f"{head}; run `memory-pipeline update-index`"
-    them = "it" if n == 1 else "them"
+        return "run `memory-pipeline update-index`"
     return (
-        f"{head}; the pipeline watching this memory indexes {them} shortly "
+        f"the pipeline watching this memory indexes {them} shortly "
         f"(it looks every {watch.interval:g} s, once changes have been still for "
         f"{watch.debounce:g} s)"
     )

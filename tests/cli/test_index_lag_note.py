@@ -28,6 +28,7 @@ def test_the_advice_fits_who_indexes_the_chunks(tmp_path: Path) -> None:
         (cwd / f"{n}.md").write_text(f"# Note {n}\n\n{text}\n")
         done = cli(cwd, home, "ingest", f"{n}.md", "--no-index", *flags)
         assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().endswith("run `memory-pipeline update-index`"), done.stderr
         [note] = notes(cwd, home)
         chunks = "1 chunk is" if n == 0 else "2 chunks are"
         assert note == (
@@ -37,6 +38,13 @@ def test_the_advice_fits_who_indexes_the_chunks(tmp_path: Path) -> None:
 
     index = cwd / "m" / "indices"
     watcher.mark(index, 10, 30)  # as the sensor's tick does; this process is alive
+    (cwd / "2.md").write_text("# Note 2\n\nA third note on fusion.\n")
+    done = cli(cwd, home, "ingest", "2.md", "--no-index", *flags)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith(
+        "the pipeline watching this memory indexes them shortly "
+        "(it looks every 10 s, once changes have been still for 30 s)"
+    ), done.stderr
     [note] = notes(cwd, home)
     assert "run `memory-pipeline update-index`" not in note
     assert "the pipeline watching this memory indexes them shortly" in note

@@ -110,6 +110,10 @@ def test_unsupported_files_are_counted_by_extension_not_failed(corpus: Corpus) -
     # every file accounted for: the corpus's five ingested, the three unsupported
     assert check.metadata["files_ingested"].value == 5
     assert check.metadata["files_under_roots"].value == 5 + 3
+    assert check.description == (
+        "every file under the roots is accounted for: 5 files in the store, "
+        "3 unsupported (listed, not ingested)"
+    )
 
 
 def test_sources_parse_warns_with_the_failed_file_names(corpus: Corpus) -> None:

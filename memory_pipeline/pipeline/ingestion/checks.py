@@ -224,7 +224,11 @@ def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.Ass
             + ", ".join(s.path.name for s in behind[:10])
             + (" …" if len(behind) > 10 else "")
             if behind
-            else "every source file is in the store"
+            else _accounted(
+                sum(s.state is FileState.INGESTED for s in statuses),
+                len(owned_by_parse),
+                len(found.unsupported),
+            )
         ),
         metadata={
             "not_ingested": len(behind),
@@ -237,6 +241,16 @@ def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.Ass
             FAILING_ITEMS: _items([str(s.path) for s in behind]),
         },
     )
+
+
+def _accounted(ingested: int, refused: int, unsupported: int) -> str:
+    """The passing description: where every file under the roots went."""
+    parts = [f"{plural(ingested, 'file')} in the store"]
+    if refused:
+        parts.append(f"{refused} refused (sources_parse names them)")
+    if unsupported:
+        parts.append(f"{unsupported} unsupported (listed, not ingested)")
+    return "every file under the roots is accounted for: " + ", ".join(parts)
 
 
 def build_checks(
