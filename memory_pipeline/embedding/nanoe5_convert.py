@@ -279,9 +279,13 @@ def _tokenizer(b: E5Bundle) -> Tokenizer:
     tok.post_processor = tk.processors.TemplateProcessing(
         f"{bos} $A {eos}", f"{bos} $A {eos} {eos} $B {eos}", [(bos, b.bos), (eos, b.eos)]
     )
-    specials = [b.pieces[i] for i in (b.bos, b.pad, b.eos, b.unk)] + list(_mask(b).values())
-    tok.add_special_tokens([tk.AddedToken(s, special=True, normalized=False) for s in specials])
+    tok.add_special_tokens([tk.AddedToken(s, special=True, normalized=False) for s in _specials(b)])
     return tok
+
+
+def _specials(b: E5Bundle) -> list[str]:
+    """The tokenizer's special tokens: bos, pad, eos, unk, and the mask when there is one."""
+    return [b.pieces[i] for i in (b.bos, b.pad, b.eos, b.unk)] + list(_mask(b).values())
 
 
 def _mask(b: E5Bundle) -> dict[str, str]:
@@ -308,10 +312,9 @@ def _write_folder(b: E5Bundle, out: Path, progress: bool, *, checkpoint: bool = 
     if kept is not None:
         saved = (out / "tokenizer.json").read_bytes()
         kept["tokenizer"] = (hashlib.sha256(saved).hexdigest(), tokenizer)
-    specials = [b.pieces[i] for i in (b.bos, b.pad, b.eos, b.unk)] + list(_mask(b).values())
     table = {chr(cp): replacement for cp, replacement in b.normalisation.items()}
     query_tokens.write_state(
-        out, query_tokens.state(b.pieces, b.scores, b.unk, b.bos, b.eos, specials, table)
+        out, query_tokens.state(b.pieces, b.scores, b.unk, b.bos, b.eos, _specials(b), table)
     )
     bos, eos, pad, unk = (b.pieces[i] for i in (b.bos, b.eos, b.pad, b.unk))
     modules = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
