@@ -6,7 +6,7 @@ history. Plain numbers are recorded as numbers: Dagster plots those over time.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import dagster as dg
@@ -29,7 +29,8 @@ class SourceFilesConfig(dg.Config):
     deleted: list[str] | None = None  # removed files: their documents are deleted
 
 
-def _listing(paths: list[str]) -> dg.MetadataValue:
+def listing(paths: Sequence[str]) -> dg.MetadataValue:
+    """Up to ``MAX_LISTED`` paths as a Markdown list, with how many more there are."""
     shown = "\n".join(f"- `{p}`" for p in paths[:MAX_LISTED])
     more = f"\n- … and {len(paths) - MAX_LISTED} more" if len(paths) > MAX_LISTED else ""
     return dg.MetadataValue.md(shown + more if paths else "_none_")
@@ -68,10 +69,10 @@ def source_files(
         "files_ignored": len(plan.ignored),
         "files_unsupported": len(plan.unsupported),
         "files_unsupported_by_extension": dg.MetadataValue.json(plan.unsupported_by_extension),
-        "unsupported": _listing(plan.unsupported),
+        "unsupported": listing(plan.unsupported),
         "files_failed_before": len(ledger.failures()),
-        "to_ingest": _listing(plan.ingest),
-        "to_delete": _listing(plan.delete),
+        "to_ingest": listing(plan.ingest),
+        "to_delete": listing(plan.delete),
         "seconds": round(time.perf_counter() - started, 3),
     }
     metadata.update({f"files_{state}": n for state, n in sorted(plan.states.items())})
@@ -124,7 +125,7 @@ def documents_and_chunks(
             "sessions_skipped": report.sessions_skipped,
             "files_failed": len(report.failed),
             "documents_total": counts["documents"],
-            "failed": _listing([f"{p}: {r}" for p, r in sorted(report.failed.items())]),
+            "failed": listing([f"{p}: {r}" for p, r in sorted(report.failed.items())]),
             "seconds": round(report.seconds, 3),
         },
     )

@@ -26,7 +26,7 @@ import dagster as dg
 from memory_pipeline.config import DEFAULT_TAG_COVERAGE_FLOOR
 from memory_pipeline.memory.health import HealthFinding, HealthReport
 from memory_pipeline.pipeline.alerts import FAILING_ITEMS
-from memory_pipeline.pipeline.ingestion.assets import MAX_LISTED, embeddings, search_index
+from memory_pipeline.pipeline.ingestion.assets import embeddings, listing, search_index
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.sources.ledger import read_ledger
 from memory_pipeline.sources.status import (
@@ -82,12 +82,10 @@ def _problems(findings: Sequence[HealthFinding], names: dict[str, str]) -> dg.Me
 def _unsupported(
     paths: Sequence[Path], by_extension: dict[str, int]
 ) -> dict[str, dg.MetadataValue]:
-    shown = "\n".join(f"- `{p}`" for p in paths[:MAX_LISTED])
-    more = f"\n- … and {len(paths) - MAX_LISTED} more" if len(paths) > MAX_LISTED else ""
     return {
         "files_unsupported": dg.MetadataValue.int(len(paths)),
         "files_unsupported_by_extension": dg.MetadataValue.json(by_extension),
-        "unsupported": dg.MetadataValue.md(shown + more if paths else "_none_"),
+        "unsupported": listing([str(p) for p in paths]),
     }
 
 
@@ -215,6 +213,7 @@ def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.Ass
     for s in behind:
         by_state[s.state.value] = by_state.get(s.state.value, 0) + 1
     lines = describe_not_ingested(behind)
+    ingested = sum(s.state is FileState.INGESTED for s in statuses)
     return dg.AssetCheckResult(
         passed=not behind,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -224,17 +223,13 @@ def sources_ingested(memory: MemoryResource, sources: SourcesResource) -> dg.Ass
             + ", ".join(s.path.name for s in behind[:10])
             + (" …" if len(behind) > 10 else "")
             if behind
-            else _accounted(
-                sum(s.state is FileState.INGESTED for s in statuses),
-                len(owned_by_parse),
-                len(found.unsupported),
-            )
+            else _accounted(ingested, len(owned_by_parse), len(found.unsupported))
         ),
         metadata={
             "not_ingested": len(behind),
             **{f"files_{state}": n for state, n in sorted(by_state.items())},
             "files_under_roots": len(found.files) + len(found.unsupported),
-            "files_ingested": sum(s.state is FileState.INGESTED for s in statuses),
+            "files_ingested": ingested,
             "files_refused": len(owned_by_parse),
             **_unsupported(found.unsupported, found.unsupported_by_extension()),
             "files": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines) or "_none_"),

@@ -161,10 +161,11 @@ def build_pending_index_sensor(
         context: dg.SensorEvaluationContext, memory: MemoryResource
     ) -> dg.SensorResult | dg.SkipReason:
         store = memory.watched()
-        _mark(memory.settings().index_path, debounce_seconds)
+        index_path = memory.settings().index_path
+        _mark(index_path, debounce_seconds)
         last_seq = store.last_change()
         if not last_seq:
-            stale = _stale_token_rules(memory.settings().index_path)
+            stale = _stale_token_rules(index_path)
             if stale is not None and not active_runs(context.instance, [update_index_job.name]):
                 # Nothing queued, but the BM25 index was built by other token rules:
                 # one update rebuilds it (no re-embedding).
