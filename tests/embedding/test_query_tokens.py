@@ -78,6 +78,16 @@ def test_plain_queries_are_taken_and_match(quick: QueryTokens, library: Tokenize
         assert quick.encode(text) == library.encode(text).ids, text
 
 
+def test_the_empty_text_is_taken(quick: QueryTokens, library: Tokenizer) -> None:
+    """The chunker counts "" first (its per-call overhead): taken, so that counting a
+    short note never loads the library's tokenizer."""
+    assert (
+        quick.encode("")
+        == library.encode("").ids
+        == library.encode("", add_special_tokens=True).ids
+    )
+
+
 def test_random_awkward_texts_match_whenever_taken(quick: QueryTokens, library: Tokenizer) -> None:
     rng = random.Random(7)
     alphabet = [*AWKWARD, "a", "Z", "é", "ß", "日", "本", "カ", "ﾊ", "語", "Ａ", "1", ".", "-"]
