@@ -15,6 +15,10 @@ torch's), and prints:
   of each distribution with what only it pulls in, and its import time (median of three
   fresh processes), to show why each is a default dependency or an extra.
 
+``--baseline DIR`` (an environment of an earlier commit, kept with ``--keep``) adds a table
+of the first uses, ``--help`` and the warm spawn in both environments, measured in
+alternating rounds (median of ``--rounds``), each on a fresh model cache.
+
 The machine is shared and noisy: compare the rows of one run. The load average is printed
 before and after.
 """
@@ -156,6 +160,42 @@ def mcp_first_result(venv: Path, env: dict[str, str], *, ingest: bool) -> float:
     return out["first"]
 
 
+def side_by_side(baseline: Path, venv: Path, work: Path, rounds: int) -> None:
+    """The first uses, ``--help`` and a warm spawn in ``baseline`` and ``venv``, alternating."""
+    columns = {"baseline": baseline, "this": venv}
+    rows: dict[str, dict[str, list[float]]] = {}
+
+    def add(row: str, column: str, value: float) -> None:
+        rows.setdefault(row, {}).setdefault(column, []).append(value)
+
+    for round_ in range(rounds):
+        for column, env_dir in columns.items():
+            folder = work / f"side-{column}-{round_}"
+            wall, peak = first_ingest(env_dir, folder / "ingest")
+            add("first ingest of one note, empty model cache (s)", column, wall)
+            add("its peak RSS (MB)", column, peak)
+            fresh = user_env(folder / "mcp" / "home", folder / "mcp" / "memory")
+            add(
+                "first MCP search, empty model cache (s)",
+                column,
+                mcp_first_result(env_dir, fresh, ingest=True),
+            )
+            add(
+                "MCP spawn → first hybrid_search, warm cache (s)",
+                column,
+                mcp_first_result(env_dir, fresh, ingest=False),
+            )
+            script = [str(env_dir / "bin" / "memory-pipeline"), "--help"]
+            add("memory-pipeline --help (s)", column, median_wall(script, fresh, 1))
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"| median of {rounds} alternating rounds | baseline | this |")
+    print("|---|---|---|")
+    for row, values in rows.items():
+        cells = [f"{statistics.median(values[c]):.2f}" for c in columns]
+        print(f"| {row} | {' | '.join(cells)} |")
+    print(f"\nload average: {os.getloadavg()[0]:.2f}\n", flush=True)
+
+
 def distribution_mb(name: str, seen: set[str]) -> float:
     """The files of ``name`` and of what it requires that nothing counted before holds."""
     total, todo = 0, [name]
@@ -201,6 +241,10 @@ def main() -> int:
     parser.add_argument("--venv", type=Path, help="an environment this bench made before")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the environment made here")
+    parser.add_argument(
+        "--baseline", type=Path, help="an environment of an earlier commit, measured beside"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (--baseline)")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}; cores: {os.cpu_count()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
@@ -246,6 +290,8 @@ def main() -> int:
         for label, seconds in rows:
             print(f"| {label} | {seconds:.2f} |")
         print(f"\nload average: {os.getloadavg()[0]:.2f}\n", flush=True)
+        if args.baseline:
+            side_by_side(args.baseline, venv, work, args.rounds)
 
         extras_seen = closure(core_requirements())
         print("| module (development environment) | MB it alone brings | import (s) | needed by |")
