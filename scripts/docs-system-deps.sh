@@ -1,37 +1,4 @@
 #!/usr/bin/env bash
-# The Debian packages `make docs` needs beyond the virtual environment: Graphviz's
-# `dot`, which renders the diagrams. Installs it only when it is missing; needs root
-# for that (as on the CI machines). Another apt running at the same moment (an
-# unattended upgrade, a second set-up script) is waited for, up to APT_LOCK_WAIT
-# seconds (default 600), not taken for a failure.
-set -euo pipefail
-if command -v dot >/dev/null; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "Graphviz's dot is missing and this is not root: run 'sudo apt-get install graphviz'" >&2
-  exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-wait_secs=${APT_LOCK_WAIT:-600}
-
-# apt-get waits for the dpkg lock itself when told how long to...
-install() {
-  apt-get -o DPkg::Lock::Timeout="$wait_secs" install -y -qq graphviz >/dev/null
-}
-
-# ...but `apt-get update` does not wait for the package lists' lock: retry while that
-# lock is what failed it.
-update() {
-  local deadline=$((SECONDS + wait_secs)) err
-  while ! err=$(apt-get -o DPkg::Lock::Timeout="$wait_secs" update -qq 2>&1 >/dev/null); do
-    if ! grep -q "Could not get lock" <<<"$err" || [ "$SECONDS" -ge "$deadline" ]; then
-      echo "$err" >&2
-      return 1
-    fi
-    sleep 2
-  done
-}
-
-install || { update && install; }
-command -v dot >/dev/null
+# The Debian package `make docs` needs beyond the virtual environment: Graphviz's `dot`,
+# which renders the diagrams (installed only when missing; scripts/apt-install.sh).
+exec "$(dirname "$0")/apt-install.sh" dot graphviz

@@ -28,6 +28,7 @@ from memory_pipeline.cli import reports as report_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.cli import spaces as spaces_cli
+from memory_pipeline.cli import ui as ui_cli
 from memory_pipeline.cli.flags import iso_day, setting, shown, storage_flags
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
@@ -384,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     capture_cli.register(sub, [common], _system)
     import_cli.register(sub, [common], _system)
     spaces_cli.register(sub, [common], _settings, _system)
+    ui_cli.register(sub, [common], _system)
     p = sub.add_parser("demo", parents=[common], help="ingest the sample corpus, run a query")
     p.add_argument("--query")
     p.set_defaults(func=cmd_demo)

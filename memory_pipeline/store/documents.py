@@ -89,6 +89,19 @@ class DocumentQueries(StoreBase):
         with self.read() as s:
             return [TaggedDocument(*row) for row in s.execute(stmt)]
 
+    def recent_documents(self, limit: int, offset: int = 0) -> list[DocumentInfo]:
+        """The readable documents, newest first by source date (else by when stored)."""
+        when = sa.func.coalesce(Document.source_date, sa.func.date(Document.created_at))
+        stmt = (
+            sa.select(Document)
+            .where(self.readable(Document.space))
+            .order_by(when.desc(), Document.created_at.desc(), Document.doc_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        with self.read() as s:
+            return [doc_info(row) for row in s.scalars(stmt)]
+
     def documents_by_source(self, source: str) -> list[DocumentInfo]:
         with self.read() as s:
             rows = s.scalars(

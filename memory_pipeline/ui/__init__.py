@@ -1,0 +1,1 @@
+"""The viewer: ``memory-pipeline ui``'s web pages over one memory (``app``, ``pages``)."""

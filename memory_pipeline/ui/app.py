@@ -1,0 +1,231 @@
+"""``memory-pipeline ui``: a web page over one memory, as the memory it is bound to sees it.
+
+A Starlette app, rendered on the server (``ui/pages.py``), served by uvicorn. Who may read:
+
+* **A token in the address.** ``memory-pipeline ui`` makes a fresh token and prints the
+  address with it (as Jupyter does); the first visit trades it for a cookie (HttpOnly,
+  SameSite=Strict, named after the port) and is sent on to the same page without it.
+  Any request with neither gets 401, on loopback too: another user of the machine can
+  reach a loopback port.
+* **Host checked** against the names of the address it serves (a DNS-rebinding page
+  names its own host), and an ``Origin``, when sent, must be one of them too.
+* **Spaces** as the store enforces them for MCP: the memory is bound to the space
+  (``--space``) and what it reads (``--read-space``); every page reads through it.
+
+Every page reads through ``MemorySystem``, one request at a time (a lock): the searches
+are those of ``hybrid_search``, and a hit's "why" is the ``stage_scores`` that search
+returned, not a second computation.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode
+
+from memory_pipeline.errors import MemoryPipelineError
+from memory_pipeline.search.params import MAX_TOP_K
+from memory_pipeline.types import SearchFilters
+from memory_pipeline.ui import pages
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from memory_pipeline.system import MemorySystem
+
+#: Documents a timeline page lists.
+PAGE_SIZE = 50
+TOKEN_PARAM = "token"
+
+
+def cookie_name(port: int) -> str:
+    """One cookie per port: cookies do not tell ports apart, two viewers would share one."""
+    return f"memory_pipeline_ui_{port}"
+
+
+def hosts_for(host: str, port: int) -> set[str]:
+    """The Host headers the viewer answers: the address it serves, and on loopback the
+    loopback names."""
+    names = {host}
+    if host in {"127.0.0.1", "localhost", "::1"}:
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    if ":" in host and not host.startswith("["):
+        names.add(f"[{host}]")
+    return {f"{name}:{port}" for name in names}
+
+
+class Guard:
+    """ASGI middleware: the Host, the Origin, then the token (in the address once, then
+    in the cookie)."""
+
+    def __init__(self, app: ASGIApp, *, token: str, hosts: Collection[str], port: int) -> None:
+        self.app = app
+        self._token = token.encode()
+        self._hosts = {h.lower() for h in hosts}
+        self._cookie = cookie_name(port)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if headers.get("host", "").lower() not in self._hosts:
+            await _refuse(
+                send, 400, "Wrong host", "This viewer answers only the address it printed."
+            )
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().removeprefix("http://") not in self._hosts:
+            await _refuse(send, 403, "Refused", "Requests from other sites are refused.")
+            return
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = next((v for k, v in query if k == TOKEN_PARAM), None)
+        if given is not None and self._matches(given):
+            rest = urlencode([(k, v) for k, v in query if k != TOKEN_PARAM])
+            location = scope["path"] + (f"?{rest}" if rest else "")
+            cookie = f"{self._cookie}={given}; HttpOnly; SameSite=Strict; Path=/"
+            await _send(
+                send, 303, b"", [(b"location", location.encode()), (b"set-cookie", cookie.encode())]
+            )
+            return
+        if not self._matches(_cookie(headers.get("cookie", ""), self._cookie)):
+            await _refuse(
+                send,
+                401,
+                "Open the printed address",
+                "This viewer shows a memory to the person who started it: open the address "
+                "`memory-pipeline ui` printed (it carries a token), in this browser.",
+            )
+            return
+        await self.app(scope, receive, send)
+
+    def _matches(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self._token)
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(send: Send, status: int, title: str, message: str) -> None:
+    body = pages.problem(title, message).encode()
+    await _send(send, status, body, [(b"content-type", b"text/html; charset=utf-8")])
+
+
+class Viewer:
+    """The pages over one memory."""
+
+    def __init__(self, system: MemorySystem) -> None:
+        self.system = system
+        self._lock = threading.Lock()
+        self.spaces = system.spaces.describe()
+
+    def _html(self, body: str, status: int = 200) -> Response:
+        from starlette.responses import HTMLResponse
+
+        return HTMLResponse(body, status_code=status)
+
+    def overview(self, request: Request) -> Response:
+        with self._lock:
+            stats = self.system.system_stats()
+            recent = self.system.store.recent_documents(10)
+        return self._html(pages.overview(stats, recent))
+
+    def timeline(self, request: Request) -> Response:
+        offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+        with self._lock:
+            docs = self.system.store.recent_documents(PAGE_SIZE + 1, offset)
+        more = len(docs) > PAGE_SIZE
+        return self._html(
+            pages.timeline(docs[:PAGE_SIZE], offset=offset, more=more, spaces=self.spaces)
+        )
+
+    def document(self, request: Request) -> Response:
+        doc_id = request.path_params["doc_id"]
+        focus = _int(request.query_params.get("chunk"), None, 0, 10**9)
+        with self._lock:
+            doc = self.system.store.get_document(doc_id)
+            chunks = self.system.store.document_chunks(doc_id) if doc else []
+        if doc is None:
+            message = (
+                f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
+            )
+            return self._html(pages.problem("Not found", message, self.spaces), 404)
+        return self._html(pages.document(doc, chunks, focus, self.spaces))
+
+    def search(self, request: Request) -> Response:
+        params = request.query_params
+        query = params.get("q", "")
+        if not query.strip():
+            return self._html(pages.search(query, None, "", self.spaces))
+        top_k = _int(params.get("top_k"), 10, 1, MAX_TOP_K)
+        filters = SearchFilters(
+            tags=tuple(params.getlist("tag")),
+            knowledge_types=tuple(params.getlist("knowledge_type")),
+        )
+        search_request = self.system.settings.search_request(
+            top_k=top_k,
+            record_access=False,  # looking at the memory is not using it
+            enable_memory_rerank=params.get("memory") == "on",
+        )
+        try:
+            with self._lock:
+                result = self.system.query(
+                    query, search_request, filters=None if filters.is_empty() else filters
+                )
+        except MemoryPipelineError as exc:
+            return self._html(pages.search(query, None, str(exc), self.spaces), 400)
+        return self._html(pages.search(query, result, "", self.spaces))
+
+
+def _int(text: str | None, default: Any, low: int, high: int) -> Any:
+    try:
+        return min(max(int(text), low), high) if text is not None else default
+    except ValueError:
+        return default
+
+
+def build_app(system: MemorySystem, *, token: str, host: str, port: int) -> ASGIApp:
+    """The viewer over ``system``, behind ``Guard``."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    viewer = Viewer(system)
+    handlers: list[tuple[str, Callable[[Request], Response]]] = [
+        ("/", viewer.overview),
+        ("/documents", viewer.timeline),
+        ("/documents/{doc_id:path}", viewer.document),
+        ("/search", viewer.search),
+    ]
+    app: Starlette = Starlette(routes=[Route(path, handler) for path, handler in handlers])
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return viewer._html(pages.problem("Not found", "No such page.", viewer.spaces), 404)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        message = f"The memory could not answer: {exc}"
+        return viewer._html(pages.problem("Something went wrong", message, viewer.spaces), 500)
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(Exception, failed)
+    return Guard(app, token=token, hosts=hosts_for(host, port), port=port)

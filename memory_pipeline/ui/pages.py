@@ -1,0 +1,309 @@
+"""The viewer's pages as HTML: plain functions from what the memory returned to a page.
+
+Server-side rendered, no script and no asset from the network: one stylesheet inline,
+readable from a phone's width up, every control a link, a form field or a button (so
+the keyboard reaches all of it). Every value from the memory goes through ``esc``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+from urllib.parse import urlencode
+
+from memory_pipeline.memory.stats import SystemStats
+from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
+
+STYLE = """
+:root { color-scheme: light dark; --muted: #6b7280; --line: #d1d5db; --mark: #fde68a; }
+* { box-sizing: border-box; }
+body { font: 16px/1.5 system-ui, sans-serif; margin: 0; }
+header { display: flex; flex-wrap: wrap; gap: .25rem 1rem; align-items: baseline;
+  padding: .75rem 1rem; border-bottom: 1px solid var(--line); }
+header strong { margin-right: auto; }
+main { max-width: 60rem; margin: 0 auto; padding: 1rem; }
+a { color: inherit; }
+nav a[aria-current] { font-weight: 600; }
+h1 { font-size: 1.4rem; margin: .5rem 0 1rem; }
+h2 { font-size: 1.1rem; margin: 1.5rem 0 .5rem; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(--line);
+  vertical-align: top; overflow-wrap: anywhere; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
+.muted { color: var(--muted); }
+.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: .5rem; }
+.tile { border: 1px solid var(--line); border-radius: .4rem; padding: .5rem .75rem; }
+.tile b { display: block; font-size: 1.4rem; }
+form.search { display: flex; flex-wrap: wrap; gap: .5rem; margin-bottom: 1rem; }
+form.search input[type=search] { flex: 1 1 16rem; font: inherit; padding: .4rem; }
+form.search button { font: inherit; padding: .4rem .9rem; }
+article.hit, article.chunk { border: 1px solid var(--line); border-radius: .4rem;
+  padding: .75rem; margin: 0 0 .75rem; overflow-wrap: anywhere; }
+article.chunk.focus { border-width: 2px; }
+.content { white-space: pre-wrap; margin: .5rem 0; }
+mark { background: var(--mark); color: #000; }
+details.why table { font-size: .9rem; }
+.empty { border: 1px dashed var(--line); border-radius: .4rem; padding: 1rem; }
+code { font-size: .9em; }
+"""
+
+#: How each stage of ``SearchHit.stage_scores`` reads on the page, in the pipeline's order.
+STAGES = {
+    "dense_rank": "dense rank",
+    "dense": "dense score (cosine)",
+    "sparse_rank": "BM25 rank",
+    "sparse": "BM25 score",
+    "fused": "fused score (reciprocal rank fusion)",
+    "cross_encoder": "cross-encoder score",
+    "relevance": "relevance, normalised",
+    "decay": "decay (by knowledge type and age)",
+    "access_boost": "access boost",
+    "memory": "memory-axis score",
+    "mmr_rank": "rank after MMR (diversity)",
+}
+
+
+def shown_source(source: str) -> str:
+    """A source path under the home folder as ``~/…`` (as the command line shows paths)."""
+    home = str(Path.home())
+    return "~" + source[len(home) :] if source.startswith(home + "/") else source
+
+
+def esc(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def page(title: str, body: str, *, current: str = "", spaces: str = "") -> str:
+    """A whole page: the header with the navigation, then ``body``."""
+    links = [("/", "Overview"), ("/documents", "Timeline"), ("/search", "Search")]
+    nav = " ".join(
+        f'<a href="{href}"{" aria-current=page" if href == current else ""}>{name}</a>'
+        for href, name in links
+    )
+    return (
+        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)} · memory-pipeline</title><style>{STYLE}</style></head><body>"
+        f"<header><strong>memory-pipeline</strong><nav>{nav}</nav>"
+        f"<span class=muted>{esc(spaces)}</span></header><main><h1>{esc(title)}</h1>"
+        f"{body}</main></body></html>\n"
+    )
+
+
+def doc_link(doc_id: str, title: str | None, chunk_index: int | None = None) -> str:
+    query = (
+        f"?{urlencode({'chunk': chunk_index})}#chunk-{chunk_index}"
+        if chunk_index is not None
+        else ""
+    )
+    return f'<a href="/documents/{esc(doc_id)}{query}">{esc(title or doc_id)}</a>'
+
+
+def overview(stats: SystemStats, recent: Sequence[DocumentInfo]) -> str:
+    if stats.documents == 0:
+        return page(
+            "Overview",
+            '<div class="empty"><p>This memory holds nothing yet.</p><p>Put something in: '
+            "<code>memory-pipeline ingest notes/*.md</code>, or let the agent capture its "
+            "sessions (<code>memory-pipeline setup claude-code --hooks</code>). Then reload "
+            "this page.</p></div>",
+            current="/",
+            spaces=stats.spaces,
+        )
+    tiles = [
+        ("documents", stats.documents),
+        ("chunks", stats.chunks),
+        ("with importance", f"{stats.importance_share:.0%}"),
+        ("tagged", f"{stats.tag_coverage:.0%}"),
+        ("waiting for the index", stats.unindexed_chunks),
+        ("accesses", stats.total_accesses),
+    ]
+    body = ['<div class="tiles">']
+    body += [f'<div class="tile"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in tiles]
+    body.append("</div><h2>By knowledge type</h2>")
+    body.append(
+        table(
+            ["knowledge type", "documents", "chunks"],
+            [
+                [esc(k.knowledge_type), _num(k.documents), _num(k.chunks)]
+                for k in stats.by_knowledge_type
+            ],
+        )
+    )
+    if stats.redactions:
+        body.append("<h2>Taken out before storing</h2>")
+        body.append(
+            table(
+                ["kind", "times"],
+                [[esc(kind), _num(n)] for kind, n in sorted(stats.redactions.items())],
+            )
+        )
+    body.append("<h2>Newest</h2>")
+    body.append(documents_table(recent))
+    body.append('<p><a href="/documents">Every document, newest first</a></p>')
+    return page("Overview", "".join(body), current="/", spaces=stats.spaces)
+
+
+def _num(n: object) -> str:
+    return f'<span class="num">{esc(n)}</span>'
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A table of cells already escaped."""
+    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def documents_table(docs: Sequence[DocumentInfo]) -> str:
+    return table(
+        ["date", "document", "knowledge type"],
+        [
+            [esc(_day(d.source_date, d.created_at)), doc_link(d.doc_id, d.title),
+             esc(d.knowledge_type or "")]
+            for d in docs
+        ],
+    )  # fmt: skip
+
+
+def _day(source_date: dt.date | None, created_at: dt.datetime) -> str:
+    return (source_date or created_at.date()).isoformat()
+
+
+def timeline(docs: Sequence[DocumentInfo], *, offset: int, more: bool, spaces: str) -> str:
+    if not docs and offset == 0:
+        body = '<div class="empty"><p>No documents yet.</p></div>'
+    else:
+        body = documents_table(docs)
+        if more:
+            body += (
+                f'<p><a href="/documents?{urlencode({"offset": offset + len(docs)})}">Older</a></p>'
+            )
+    return page("Timeline", body, current="/documents", spaces=spaces)
+
+
+def document(
+    doc: DocumentInfo, chunks: Sequence[ChunkRecord], focus: int | None, spaces: str
+) -> str:
+    rows = [
+        ["source", esc(shown_source(doc.source))],
+        ["date", esc(_day(doc.source_date, doc.created_at))],
+        ["stored", esc(doc.created_at.isoformat(timespec="seconds"))],
+        ["knowledge type", esc(doc.knowledge_type or "none")],
+        ["importance", esc("unset" if doc.importance is None else f"{doc.importance:g}")],
+        ["chunks", esc(len(chunks))],
+        ["id", f"<code>{esc(doc.doc_id)}</code>"],
+    ]
+    body = [table(["", ""], rows), "<h2>Chunks</h2>"]
+    for c in chunks:
+        focused = " focus" if c.chunk_index == focus else ""
+        fields = (
+            f"#{c.chunk_index} · {c.knowledge_type or 'no knowledge type'} · importance "
+            f"{'unset' if c.importance is None else f'{c.importance:g}'} · read "
+            f"{c.access_count} times" + (f" · tags: {', '.join(c.tags)}" if c.tags else "")
+        )
+        said = "".join(
+            f"<li>{esc(t.speaker)}"
+            + (
+                f" <span class=muted>{esc(t.said_at.isoformat(timespec='minutes'))}</span>"
+                if t.said_at
+                else ""
+            )
+            + "</li>"
+            for t in c.turns
+        )
+        turns = f"<ul class=muted>{said}</ul>" if said else ""
+        body.append(
+            f'<article class="chunk{focused}" id="chunk-{c.chunk_index}">'
+            f'<div class=muted>{esc(fields)}</div>{turns}<div class="content">{esc(c.content)}</div>'
+            "</article>"
+        )
+    return page(doc.title or doc.doc_id, "".join(body), spaces=spaces)
+
+
+def search(query: str, result: SearchResult | None, error: str, spaces: str) -> str:
+    form = (
+        '<form class="search" method="get" action="/search" role="search">'
+        '<label for="q" class="muted">Query</label>'
+        f'<input type="search" id="q" name="q" value="{esc(query)}" autofocus>'
+        "<button>Search</button></form>"
+    )
+    if error:
+        return page(
+            "Search", form + f'<p role="alert">{esc(error)}</p>', current="/search", spaces=spaces
+        )
+    if result is None:
+        return page("Search", form, current="/search", spaces=spaces)
+    if not result.hits:
+        body = form + f'<div class="empty"><p>Nothing found for “{esc(query)}”.</p></div>'
+        return page("Search", body, current="/search", spaces=spaces)
+    terms = _terms(query)
+    hits = "".join(_hit(rank, hit, terms) for rank, hit in enumerate(result.hits, 1))
+    notes = "".join(f"<p class=muted>{esc(n)}</p>" for n in result.stats.notes)
+    summary = (
+        f"<p class=muted>{len(result.hits)} hits of {result.stats.candidates} candidates; "
+        f"reranker: {esc(result.stats.reranker)}</p>"
+    )
+    return page("Search", form + summary + notes + hits, current="/search", spaces=spaces)
+
+
+def _terms(query: str) -> list[str]:
+    return sorted(
+        {w.lower() for w in re.findall(r"\w+", query) if len(w) > 1}, key=len, reverse=True
+    )
+
+
+def highlight(text: str, terms: Sequence[str]) -> str:
+    """``text`` escaped, the query's words marked where they occur (case ignored)."""
+    if not terms:
+        return esc(text)
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    out, at = [], 0
+    for m in pattern.finditer(text):
+        out += [esc(text[at : m.start()]), f"<mark>{esc(m.group())}</mark>"]
+        at = m.end()
+    out.append(esc(text[at:]))
+    return "".join(out)
+
+
+def _hit(rank: int, hit: SearchHit, terms: Sequence[str]) -> str:
+    date = hit.source_date.isoformat() if hit.source_date else hit.created_at.date().isoformat()
+    stages = [
+        [esc(STAGES.get(name, name.replace("_", " "))), _num(_value(value))]
+        for name, value in _ordered(hit.stage_scores)
+    ]
+    why = (
+        '<details class="why" open><summary>Why it ranks here</summary>'
+        + table(["stage", "value"], stages)
+        + "</details>"
+    )
+    return (
+        f'<article class="hit" id="hit-{rank}"><div><b>{rank}.</b> '
+        f"{doc_link(hit.doc_id, hit.title, hit.chunk_index)} "
+        f"<span class=muted>#{hit.chunk_index} · {esc(date)} · "
+        f"{esc(hit.knowledge_type or 'no knowledge type')} · score {hit.score:.4f}</span></div>"
+        f'<div class="content">{highlight(hit.content, terms)}</div>{why}</article>'
+    )
+
+
+def _ordered(stages: dict[str, float | int | None]) -> list[tuple[str, float | int | None]]:
+    known = [(k, stages[k]) for k in STAGES if k in stages]
+    return known + sorted((k, v) for k, v in stages.items() if k not in STAGES)
+
+
+def _value(value: float | int | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def problem(title: str, message: str, spaces: str = "") -> str:
+    """A page that says what went wrong and what to do, never a traceback."""
+    return page(
+        title, f'<p role="alert">{esc(message)}</p><p><a href="/">Overview</a></p>', spaces=spaces
+    )

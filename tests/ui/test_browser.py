@@ -1,0 +1,90 @@
+"""The viewer in a real browser: headless Chromium over a real ``memory-pipeline ui``
+process on loopback, serving a real memory (the sample corpus in a SQLite file and an
+index folder). Each page read is checked against the store.
+"""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from memory_pipeline.config import Settings
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.system import MemorySystem
+from tests.ui.browser import WIDTHS, dom, sample_memory, screenshot, serving
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("ui-memory")
+    sample_memory(folder)
+    return folder
+
+
+def _store(folder: Path) -> MemorySystem:
+    settings = Settings(
+        db_path=folder / "memory.db",
+        index_path=folder / "indices",
+        archive_path=folder / "archive",
+        model="hashing",
+    )
+    return MemorySystem(settings, embedder=HashingEmbedder())
+
+
+def test_search_then_the_hits_document_in_the_browser(folder: Path) -> None:
+    query = "reciprocal rank fusion"
+    with serving(folder) as viewer:
+        page = dom(viewer.url(f"/search?q={query.replace(' ', '+')}&top_k=3"))
+        hits = re.findall(r'<article class="hit".*?</article>', page, flags=re.S)
+        memory = _store(folder)
+        try:
+            request = memory.settings.search_request(top_k=3, record_access=False)
+            expected = memory.query(query, request).hits
+            assert len(hits) == len(expected) == 3
+            for article, hit in zip(hits, expected, strict=True):
+                assert f"/documents/{hit.doc_id}?chunk={hit.chunk_index}" in article
+                assert "Why it ranks here" in article and "fused score" in article
+            first = expected[0]
+            link = re.search(r'href="(/documents/[^"]+)"', hits[0])
+            assert link is not None
+            opened = dom(viewer.url(unescape(link.group(1))))
+            chunks = memory.store.document_chunks(first.doc_id)
+            assert f"<h1>{first.title}</h1>" in unescape(opened)
+            text = unescape(re.sub(r"<[^>]+>", "", opened))
+            for chunk in chunks:
+                assert chunk.content in text
+            assert f'class="chunk focus" id="chunk-{first.chunk_index}"' in opened
+        finally:
+            memory.close()
+
+
+def test_the_timeline_lists_every_document_newest_first(folder: Path) -> None:
+    with serving(folder) as viewer:
+        page = dom(viewer.url("/documents"))
+    memory = _store(folder)
+    try:
+        docs = memory.store.recent_documents(100)
+    finally:
+        memory.close()
+    listed = re.findall(r'href="/documents/([0-9a-f]+)"', page)
+    assert listed == [d.doc_id for d in docs] and len(listed) >= 4
+    days = [(d.source_date or d.created_at.date()) for d in docs]
+    assert days == sorted(days, reverse=True)
+
+
+def test_without_the_token_the_browser_gets_no_memory(folder: Path) -> None:
+    with serving(folder) as viewer:
+        page = dom(f"{viewer.base}/search?q=fusion")
+    assert "Open the printed address" in page and "Reciprocal" not in page
+
+
+def test_every_page_renders_at_both_widths(folder: Path, tmp_path: Path) -> None:
+    with serving(folder) as viewer:
+        for name, (width, height) in WIDTHS.items():
+            shot = screenshot(
+                viewer.url("/search?q=memory"), tmp_path / f"{name}.png", width, height
+            )
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,193 @@
+"""The viewer's pages over a real memory (SQLite file, index folder), through its ASGI app:
+who may read (the token, the Host, the Origin), what a page bound to one space shows,
+and search explained by the search's own stage scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html import unescape
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.system import MemorySystem
+from memory_pipeline.ui.app import build_app, cookie_name
+from memory_pipeline.ui.pages import _value
+from tests.conftest import make_settings
+
+TOKEN = "t0ken-for-the-tests"
+PORT = 8765
+SAMPLES = sorted(
+    p
+    for p in Path(str(resources.files("memory_pipeline") / "sample_corpus")).glob("*.md")
+    if p.name != "README.md"
+)
+OTHER = "Zanzibar ledger: the other project's secret plan for quarterly llama shearing."
+
+
+def _memory(tmp_path: Path, space: str = "default") -> MemorySystem:
+    return MemorySystem(make_settings(tmp_path, space=space), embedder=HashingEmbedder())
+
+
+def _client(system: MemorySystem, host: str = "127.0.0.1") -> TestClient:
+    app = build_app(system, token=TOKEN, host=host, port=PORT)
+    return TestClient(app, base_url=f"http://{host}:{PORT}", follow_redirects=False)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[MemorySystem]:
+    system = _memory(tmp_path)
+    system.ingest(SAMPLES)
+    yield system
+    system.close()
+
+
+@pytest.fixture
+def client(memory: MemorySystem) -> TestClient:
+    client = _client(memory)
+    client.cookies.set(cookie_name(PORT), TOKEN)
+    return client
+
+
+def _doc_id(memory: MemorySystem) -> str:
+    return memory.store.recent_documents(1)[0].doc_id
+
+
+def test_without_the_token_every_page_is_refused(memory: MemorySystem) -> None:
+    client = _client(memory)
+    doc = _doc_id(memory)
+    for path in ["/", "/documents", "/search?q=fusion", f"/documents/{doc}", "/nowhere"]:
+        refused = client.get(path)
+        assert refused.status_code == 401, path
+        assert "memory-pipeline ui" in refused.text and "fusion" not in refused.text.lower()
+    client.cookies.set(cookie_name(PORT), "not-the-token")
+    assert client.get("/").status_code == 401
+    assert client.get("/?token=not-the-token").status_code == 401
+
+
+def test_the_token_in_the_address_becomes_a_cookie(memory: MemorySystem) -> None:
+    client = _client(memory)
+    first = client.get(f"/search?q=rank+fusion&token={TOKEN}")
+    assert first.status_code == 303
+    assert first.headers["location"] == "/search?q=rank+fusion"  # the token is not kept
+    cookie = first.headers["set-cookie"]
+    assert cookie.startswith(f"{cookie_name(PORT)}={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    then = client.get(first.headers["location"])
+    assert then.status_code == 200 and "Why it ranks here" in then.text
+
+
+def test_a_wrong_host_or_a_foreign_origin_is_refused(client: TestClient) -> None:
+    assert client.get("/").status_code == 200
+    assert client.get("/", headers={"host": f"attacker.example:{PORT}"}).status_code == 400
+    assert client.get("/", headers={"host": "127.0.0.1:9999"}).status_code == 400
+    foreign = client.get("/", headers={"origin": "http://attacker.example"})
+    assert foreign.status_code == 403
+    assert client.get("/", headers={"origin": f"http://localhost:{PORT}"}).status_code == 200
+
+
+def test_a_bind_beyond_loopback_still_needs_the_token(memory: MemorySystem) -> None:
+    client = _client(memory, host="10.20.30.40")
+    assert client.get("/").status_code == 401
+    assert client.get(f"/?token={TOKEN}").status_code == 303
+    assert client.get("/").status_code == 200
+
+
+def test_search_explains_each_hit_with_the_searchs_own_scores(
+    client: TestClient, memory: MemorySystem
+) -> None:
+    query = "reciprocal rank fusion"
+    page = client.get("/search", params={"q": query, "top_k": 4}).text
+    request = memory.settings.search_request(top_k=4, record_access=False)
+    result = memory.query(query, request)
+    articles = re.findall(r'<article class="hit".*?</article>', page, flags=re.S)
+    assert len(articles) == len(result.hits) == 4
+    for article, hit in zip(articles, result.hits, strict=True):
+        assert f"/documents/{hit.doc_id}?chunk={hit.chunk_index}" in article
+        assert f"score {hit.score:.4f}" in article
+        for value in hit.stage_scores.values():
+            assert f'<span class="num">{_value(value)}</span>' in article
+    assert "dense rank" in page and "BM25 rank" in page and "fused score" in page
+    assert "<mark>" in articles[0]  # the query's words, highlighted
+
+
+def test_the_memory_axis_stages_show_when_it_is_on(client: TestClient) -> None:
+    page = client.get("/search", params={"q": "news decay", "memory": "on"}).text
+    assert "decay (by knowledge type and age)" in page and "memory-axis score" in page
+
+
+def test_a_document_opens_as_its_chunks(client: TestClient, memory: MemorySystem) -> None:
+    doc = _doc_id(memory)
+    page = client.get(f"/documents/{doc}", params={"chunk": 1}).text
+    chunks = memory.store.document_chunks(doc)
+    text = unescape(page)
+    for chunk in chunks:
+        assert chunk.content in text
+        assert f'id="chunk-{chunk.chunk_index}"' in page
+    assert 'class="chunk focus" id="chunk-1"' in page
+
+
+def test_a_missing_document_or_a_bad_query_gets_a_clear_page(client: TestClient) -> None:
+    missing = client.get("/documents/no-such-document")
+    assert missing.status_code == 404 and "No document" in missing.text
+    assert "Traceback" not in missing.text
+    bad = client.get("/search", params={"q": "bad\x00query"})
+    assert bad.status_code == 400 and "control character" in bad.text
+    assert client.get("/nowhere").status_code == 404
+
+
+def test_an_empty_memory_says_what_to_do(tmp_path: Path) -> None:
+    system = _memory(tmp_path)
+    try:
+        client = _client(system)
+        client.cookies.set(cookie_name(PORT), TOKEN)
+        page = client.get("/").text
+        assert "holds nothing yet" in page and "memory-pipeline ingest" in page
+    finally:
+        system.close()
+
+
+def test_a_page_bound_to_one_space_never_shows_another(tmp_path: Path) -> None:
+    """Every page reached by following links, and searches for the other space's words:
+    none holds its text, its document id or its counts."""
+    ours = _memory(tmp_path, space="ours")
+    theirs = ours.bound(ours.spaces.bound("theirs"))
+    try:
+        ours.ingest(SAMPLES[:3])
+        other = theirs.ingest_text(OTHER * 20, title="Zanzibar ledger")
+        for_them = theirs.counts()
+        client = _client(ours)
+        client.cookies.set(cookie_name(PORT), TOKEN)
+        seen, todo = set(), ["/", "/search?q=quarterly+shearing", "/search?q=secret+plan"]
+        while todo:
+            path = todo.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            page = client.get(path).text
+            assert "zanzibar" not in page.lower() and "llama" not in page.lower(), path
+            assert other.doc_id not in page, path
+            todo += [unescape(h) for h in re.findall(r'href="(/[^"#]*)', page)]
+        assert len(seen) > 5
+        overview = client.get("/").text
+        assert f"<b>{ours.counts()['documents']}</b>documents" in overview
+        assert for_them["documents"] == 1
+    finally:
+        ours.close()
+
+
+def test_a_bind_other_machines_can_reach_needs_allow_remote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memory_pipeline.cli import main
+
+    db = str(tmp_path / "memory.db")
+    assert main(["ui", "--host", "0.0.0.0", "--db", db, "--model", "hashing"]) == 2
+    said = capsys.readouterr().err
+    assert "--allow-remote" in said and "Traceback" not in said
+    assert not (tmp_path / "memory.db").exists()  # refused before the memory opened
