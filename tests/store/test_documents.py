@@ -132,3 +132,26 @@ def test_document_labels_look_documents_up_by_key_not_by_space(tmp_path: Path) -
     assert labels == {f"d{k}": (f"title d{k}", f"d{k}.md") for k in range(12)}
     assert plans and not [p for p in plans if "ix_documents_space" in p], plans
     store.close()
+
+
+def test_recent_documents_newest_first_by_date_in_the_readable_spaces(db_url: str) -> None:
+    """The viewer's timeline: by source date, else by the day stored; then the later
+    stored first; only the spaces the store reads; pages by limit and offset."""
+    store = Store(db_url, spaces=Spaces.bound("ours"))
+    stored = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.UTC)
+    for doc_id, day in [
+        ("old", dt.date(2023, 1, 1)),
+        ("new", dt.date(2024, 6, 1)),
+        ("undated", None),
+    ]:
+        info = dataclasses.replace(doc(doc_id, day=day), created_at=stored)
+        store.add_document(info, chunks("x"), vecs(1), "m")
+    later = dataclasses.replace(doc("same-day"), created_at=stored + dt.timedelta(hours=1))
+    store.add_document(later, chunks("y"), vecs(1), "m")
+    theirs = store.bound(Spaces.bound("theirs"))
+    theirs.add_document(doc("theirs", day=dt.date(2030, 1, 1)), chunks("z"), vecs(1), "m")
+    order = ["new", "same-day", "undated", "old"]
+    assert [d.doc_id for d in store.recent_documents(10)] == order
+    assert [d.doc_id for d in store.recent_documents(2, 1)] == order[1:3]
+    assert [d.doc_id for d in theirs.recent_documents(10)] == ["theirs"]
+    store.close()
