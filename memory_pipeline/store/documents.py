@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -89,18 +90,51 @@ class DocumentQueries(StoreBase):
         with self.read() as s:
             return [TaggedDocument(*row) for row in s.execute(stmt)]
 
-    def recent_documents(self, limit: int, offset: int = 0) -> list[DocumentInfo]:
-        """The readable documents, newest first by source date (else by when stored)."""
+    def recent_documents(
+        self,
+        limit: int,
+        offset: int = 0,
+        *,
+        tags: Iterable[str] = (),
+        without_tag: str | None = None,
+        knowledge_type: str | None = None,
+    ) -> list[DocumentInfo]:
+        """The readable documents, newest first by source date (else by the day stored);
+        only those with a chunk tagged each of ``tags``, with none tagged ``without_tag``,
+        of ``knowledge_type``, when given."""
         when = sa.func.coalesce(Document.source_date, sa.func.date(Document.created_at))
+        stmt = sa.select(Document).where(self.readable(Document.space))
+        for tag in tags:
+            stmt = stmt.where(Document.doc_id.in_(_tagged(tag)))
+        if without_tag is not None:
+            stmt = stmt.where(Document.doc_id.not_in(_tagged(without_tag)))
+        if knowledge_type is not None:
+            stmt = stmt.where(Document.knowledge_type == knowledge_type)
+        stmt = stmt.order_by(when.desc(), Document.created_at.desc(), Document.doc_id)
+        with self.read() as s:
+            return [doc_info(row) for row in s.scalars(stmt.limit(limit).offset(offset))]
+
+    def documents_tagged(self, doc_ids: Iterable[str], tag: str) -> set[str]:
+        """Those of ``doc_ids`` with a readable chunk tagged ``tag``."""
+        out: set[str] = set()
+        with self.read() as s:
+            for batch in batched(list(dict.fromkeys(doc_ids))):
+                stmt = _tagged(tag).where(Chunk.doc_id.in_(batch), self.readable(Chunk.space))
+                out.update(s.scalars(stmt))
+        return out
+
+    def chunk_days(self) -> list[tuple[str | None, dt.date, dt.date, int]]:
+        """The readable chunks counted by (knowledge type, day stored, source date else
+        the day stored): what the viewer's charts of growth and age are drawn from."""
+        stored = sa.func.date(Chunk.created_at)
+        dated = sa.func.coalesce(Chunk.source_date, stored)
         stmt = (
-            sa.select(Document)
-            .where(self.readable(Document.space))
-            .order_by(when.desc(), Document.created_at.desc(), Document.doc_id)
-            .limit(limit)
-            .offset(offset)
+            sa.select(Chunk.knowledge_type, stored, dated, sa.func.count())
+            .where(self.readable(Chunk.space))
+            .group_by(Chunk.knowledge_type, stored, dated)
         )
         with self.read() as s:
-            return [doc_info(row) for row in s.scalars(stmt)]
+            return [(kt, _day(a), _day(b), int(n)) for kt, a, b, n in s.execute(stmt)]
 
     def documents_by_source(self, source: str) -> list[DocumentInfo]:
         with self.read() as s:
@@ -303,3 +337,16 @@ def _insert_document(
 _LABELS_BY_DOC = sa.select(Document.doc_id, Document.title, Document.source, Document.space).where(
     Document.doc_id.in_(sa.bindparam("ids", expanding=True))
 )
+
+
+def _tagged(tag: str) -> sa.Select[Any]:
+    return (
+        sa.select(Chunk.doc_id)
+        .join(ChunkTag, ChunkTag.chunk_id == Chunk.id)
+        .where(ChunkTag.tag == tag)
+    )
+
+
+def _day(value: object) -> dt.date:
+    """A SQL ``date()``: a date on PostgreSQL, ISO text on SQLite."""
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from memory_pipeline.errors import MemoryPipelineError
+from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
+from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
 from memory_pipeline.types import SearchFilters
 from memory_pipeline.ui import pages
@@ -149,16 +151,36 @@ class Viewer:
         with self._lock:
             stats = self.system.system_stats()
             recent = self.system.store.recent_documents(10)
-        return self._html(pages.overview(stats, recent))
+            sessions = self.system.store.documents_tagged([d.doc_id for d in recent], SESSION_TAG)
+            days = self.system.store.chunk_days()
+        return self._html(pages.overview(stats, recent, days, sessions=sessions))
 
     def timeline(self, request: Request) -> Response:
-        offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+        params = request.query_params
+        offset = _int(params.get("offset"), 0, 0, 10**9)
+        chosen = {k: params.get(k, "") for k in ("kind", "knowledge_type", "tag")}
+        tags = [
+            t for t in (chosen["tag"], SESSION_TAG if chosen["kind"] == "sessions" else "") if t
+        ]
         with self._lock:
-            docs = self.system.store.recent_documents(PAGE_SIZE + 1, offset)
-        more = len(docs) > PAGE_SIZE
-        return self._html(
-            pages.timeline(docs[:PAGE_SIZE], offset=offset, more=more, spaces=self.spaces)
+            docs = self.system.store.recent_documents(
+                PAGE_SIZE + 1,
+                offset,
+                tags=tags,
+                without_tag=SESSION_TAG if chosen["kind"] == "documents" else None,
+                knowledge_type=chosen["knowledge_type"] or None,
+            )
+            sessions = self.system.store.documents_tagged([d.doc_id for d in docs], SESSION_TAG)
+        page = pages.timeline(
+            docs[:PAGE_SIZE],
+            offset=offset,
+            more=len(docs) > PAGE_SIZE,
+            spaces=self.spaces,
+            chosen=chosen,
+            sessions=sessions,
+            kinds=[k.value for k in KnowledgeType],
         )
+        return self._html(page)
 
     def document(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from html import escape
 from pathlib import Path
 from urllib.parse import urlencode
@@ -31,7 +31,8 @@ h1 { font-size: 1.4rem; margin: .5rem 0 1rem; }
 h2 { font-size: 1.1rem; margin: 1.5rem 0 .5rem; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(--line);
-  vertical-align: top; overflow-wrap: anywhere; }
+  vertical-align: top; overflow-wrap: break-word; }
+.any { overflow-wrap: anywhere; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: var(--muted); }
 .tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: .5rem; }
@@ -102,7 +103,14 @@ def doc_link(doc_id: str, title: str | None, chunk_index: int | None = None) -> 
     return f'<a href="/documents/{esc(doc_id)}{query}">{esc(title or doc_id)}</a>'
 
 
-def overview(stats: SystemStats, recent: Sequence[DocumentInfo]) -> str:
+def overview(
+    stats: SystemStats,
+    recent: Sequence[DocumentInfo],
+    days: Sequence[tuple[str | None, dt.date, dt.date, int]] = (),
+    today: dt.date | None = None,
+    *,
+    sessions: Collection[str] = (),
+) -> str:
     if stats.documents == 0:
         return page(
             "Overview",
@@ -123,7 +131,12 @@ def overview(stats: SystemStats, recent: Sequence[DocumentInfo]) -> str:
     ]
     body = ['<div class="tiles">']
     body += [f'<div class="tile"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in tiles]
-    body.append("</div><h2>By knowledge type</h2>")
+    body.append("</div>")
+    if days:
+        today = today or dt.datetime.now(dt.UTC).date()
+        body.append("<h2>Growth</h2>" + growth_chart(growth(days)))
+        body.append("<h2>Chunks by knowledge type and age</h2>" + age_chart(ages(days, today)))
+    body.append("<h2>By knowledge type</h2>")
     body.append(
         table(
             ["knowledge type", "documents", "chunks"],
@@ -142,9 +155,94 @@ def overview(stats: SystemStats, recent: Sequence[DocumentInfo]) -> str:
             )
         )
     body.append("<h2>Newest</h2>")
-    body.append(documents_table(recent))
+    body.append(documents_table(recent, sessions))
     body.append('<p><a href="/documents">Every document, newest first</a></p>')
     return page("Overview", "".join(body), current="/", spaces=stats.spaces)
+
+
+#: Ages the chart of chunks by knowledge type groups them in: (label, at most days old).
+AGE_BUCKETS = (("a week", 7), ("a month", 30), ("a quarter", 91), ("a year", 365), ("older", None))
+_COLOURS = ("#1d4ed8", "#0891b2", "#16a34a", "#ca8a04", "#9ca3af")
+
+
+def growth(days: Iterable[tuple[str | None, dt.date, dt.date, int]]) -> list[tuple[dt.date, int]]:
+    """The chunks held at the end of each day something was stored (``Store.chunk_days``)."""
+    per_day: dict[dt.date, int] = {}
+    for _kind, stored, _dated, n in days:
+        per_day[stored] = per_day.get(stored, 0) + n
+    total, out = 0, []
+    for day in sorted(per_day):
+        total += per_day[day]
+        out.append((day, total))
+    return out
+
+
+def ages(
+    days: Iterable[tuple[str | None, dt.date, dt.date, int]], today: dt.date
+) -> dict[str, list[int]]:
+    """Chunks by knowledge type, counted in ``AGE_BUCKETS`` by their source date (else
+    the day stored) as of ``today``."""
+    out: dict[str, list[int]] = {}
+    for kind, _stored, dated, n in days:
+        old = (today - dated).days
+        at = next(i for i, (_, most) in enumerate(AGE_BUCKETS) if most is None or old <= most)
+        out.setdefault(kind or "unset", [0] * len(AGE_BUCKETS))[at] += n
+    return dict(sorted(out.items()))
+
+
+def growth_chart(points: Sequence[tuple[dt.date, int]]) -> str:
+    """Chunks held over time, a bar a day something was stored."""
+    width, height, top = 600, 120, max((n for _, n in points), default=0) or 1
+    step = min(width / max(len(points), 1), 24.0)  # a few days: thin bars, from the left
+    bars = "".join(
+        f'<rect x="{i * step:.1f}" y="{height - n / top * (height - 20):.1f}" '
+        f'width="{max(step - 2, 1):.1f}" height="{n / top * (height - 20):.1f}" fill="{_COLOURS[0]}">'
+        f"<title>{esc(day.isoformat())}: {n} chunks</title></rect>"
+        for i, (day, n) in enumerate(points)
+    )
+    first, last = points[0], points[-1]
+    label = f"{first[0].isoformat()} to {last[0].isoformat()}: {last[1]} chunks"
+    return (
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" class="chart growth" '
+        f'aria-label="{esc(label)}">{bars}</svg><p class=muted>{esc(label)}</p>'
+    )
+
+
+def age_chart(rows: dict[str, list[int]]) -> str:
+    """A bar a knowledge type, in segments by age."""
+    width, row_h, label_w = 600, 26, 110
+    top = max((sum(counts) for counts in rows.values()), default=0) or 1
+    scale = (width - label_w - 40) / top
+    parts = []
+    for r, (kind, counts) in enumerate(rows.items()):
+        y, x = r * row_h, float(label_w)
+        parts.append(
+            f'<text x="0" y="{y + 17}" font-size="13" fill="currentColor">{esc(kind)}</text>'
+        )
+        for (name, _), colour, n in zip(AGE_BUCKETS, _COLOURS, counts, strict=True):
+            if n:
+                parts.append(
+                    f'<rect x="{x:.1f}" y="{y + 4}" width="{n * scale:.1f}" height="{row_h - 8}" '
+                    f'fill="{colour}"><title>{esc(kind)}, {_age_name(name)}: {n} chunks</title></rect>'
+                )
+                x += n * scale
+        parts.append(
+            f'<text x="{x + 4:.1f}" y="{y + 17}" font-size="13" fill="currentColor">{sum(counts)}</text>'
+        )
+    legend = " ".join(
+        f'<span><span style="color:{c}">■</span> {esc(_age_name(name))}</span>'
+        for (name, _), c in zip(AGE_BUCKETS, _COLOURS, strict=True)
+    )
+    height = max(len(rows), 1) * row_h
+    return (
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" class="chart ages" '
+        f'aria-label="chunks by knowledge type and age">{"".join(parts)}</svg>'
+        f"<p class=muted>{legend}</p>"
+    )
+
+
+def _age_name(name: str) -> str:
+    return name if name == "older" else f"within {name}"
 
 
 def _num(n: object) -> str:
@@ -158,11 +256,13 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def documents_table(docs: Sequence[DocumentInfo]) -> str:
+def documents_table(docs: Sequence[DocumentInfo], sessions: Collection[str] = ()) -> str:
+    """Documents with their dates; those in ``sessions`` marked as sessions."""
     return table(
         ["date", "document", "knowledge type"],
         [
-            [esc(_day(d.source_date, d.created_at)), doc_link(d.doc_id, d.title),
+            [esc(_day(d.source_date, d.created_at)),
+             doc_link(d.doc_id, d.title) + (" <span class=muted>session</span>" if d.doc_id in sessions else ""),
              esc(d.knowledge_type or "")]
             for d in docs
         ],
@@ -173,15 +273,46 @@ def _day(source_date: dt.date | None, created_at: dt.datetime) -> str:
     return (source_date or created_at.date()).isoformat()
 
 
-def timeline(docs: Sequence[DocumentInfo], *, offset: int, more: bool, spaces: str) -> str:
+#: The timeline's kinds: every document, conversations only, or the others.
+KINDS = {"": "everything", "sessions": "sessions", "documents": "documents"}
+
+
+def timeline(
+    docs: Sequence[DocumentInfo],
+    *,
+    offset: int,
+    more: bool,
+    spaces: str,
+    chosen: dict[str, str],
+    sessions: Collection[str] = (),
+    kinds: Sequence[str] = (),
+) -> str:
+    """The documents newest first, ``chosen`` the filters (kind, knowledge_type, tag)."""
+    options = "".join(
+        f'<option value="{esc(v)}"{" selected" if chosen.get("kind", "") == v else ""}>{esc(n)}</option>'
+        for v, n in KINDS.items()
+    )
+    types = "".join(
+        f'<option value="{esc(k)}"{" selected" if chosen.get("knowledge_type", "") == k else ""}>'
+        f"{esc(k or 'any knowledge type')}</option>"
+        for k in ["", *kinds]
+    )
+    form = (
+        '<form class="search" method="get" action="/documents">'
+        f'<label>Show <select name="kind">{options}</select></label>'
+        f'<label>of <select name="knowledge_type">{types}</select></label>'
+        f'<label>tagged <input name="tag" value="{esc(chosen.get("tag", ""))}" size="12"></label>'
+        "<button>Filter</button></form>"
+    )
     if not docs and offset == 0:
-        body = '<div class="empty"><p>No documents yet.</p></div>'
+        body = form + '<div class="empty"><p>No documents here.</p></div>'
     else:
-        body = documents_table(docs)
+        body = form + documents_table(docs, sessions)
         if more:
-            body += (
-                f'<p><a href="/documents?{urlencode({"offset": offset + len(docs)})}">Older</a></p>'
+            query = urlencode(
+                {**{k: v for k, v in chosen.items() if v}, "offset": offset + len(docs)}
             )
+            body += f'<p><a href="/documents?{query}">Older</a></p>'
     return page("Timeline", body, current="/documents", spaces=spaces)
 
 
@@ -189,13 +320,13 @@ def document(
     doc: DocumentInfo, chunks: Sequence[ChunkRecord], focus: int | None, spaces: str
 ) -> str:
     rows = [
-        ["source", esc(shown_source(doc.source))],
+        ["source", f'<span class="any">{esc(shown_source(doc.source))}</span>'],
         ["date", esc(_day(doc.source_date, doc.created_at))],
         ["stored", esc(doc.created_at.isoformat(timespec="seconds"))],
         ["knowledge type", esc(doc.knowledge_type or "none")],
         ["importance", esc("unset" if doc.importance is None else f"{doc.importance:g}")],
         ["chunks", esc(len(chunks))],
-        ["id", f"<code>{esc(doc.doc_id)}</code>"],
+        ["id", f'<code class="any">{esc(doc.doc_id)}</code>'],
     ]
     body = [table(["", ""], rows), "<h2>Chunks</h2>"]
     for c in chunks:

@@ -9,6 +9,7 @@ skipping them. ``python -m tests.ui.browser OUT_DIR`` writes the screenshots of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -34,6 +35,21 @@ FLAGS = [
     "--disable-sync",
     "--hide-scrollbars",
 ]
+#: A conversation of two turns (the transcript format, docs/conversations.md).
+SESSION = {
+    "conversation_id": "cache",
+    "title": "Cache decision",
+    "sessions": [
+        {
+            "session_id": "1",
+            "date": "2025-06-01T10:00:00Z",
+            "turns": [
+                {"speaker": "Ana", "text": "Should we keep Redis for the session cache?"},
+                {"speaker": "Ben", "text": "No: SQLite with a five-minute TTL was enough."},
+            ],
+        }
+    ],
+}
 #: The two widths the pages are checked and shown at: a laptop's and a phone's.
 WIDTHS = {"wide": (1280, 900), "phone": (390, 844)}
 
@@ -150,7 +166,7 @@ def _wait_for(port: int) -> None:
 
 
 def sample_memory(folder: Path) -> None:
-    """The bundled sample corpus ingested into the memory in ``folder``."""
+    """The bundled sample corpus ingested into the memory in ``folder``, and one session."""
     corpus = resources.files("memory_pipeline") / "sample_corpus"
     notes = folder / "notes"
     notes.mkdir()
@@ -158,13 +174,16 @@ def sample_memory(folder: Path) -> None:
     for p in Path(str(corpus)).glob("*.md"):
         if p.name != "README.md":
             paths.append(str(shutil.copy(p, notes / p.name)))
-    subprocess.run(
-        [sys.executable, "-m", "memory_pipeline.cli", "ingest", *sorted(paths)],
-        env=memory_env(folder),
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
+    session = notes / "cache-decision.json"
+    session.write_text(json.dumps(SESSION), encoding="utf-8")
+    for args in (["ingest", *sorted(paths)], ["import", "transcript", str(session)]):
+        subprocess.run(
+            [sys.executable, "-m", "memory_pipeline.cli", *args],
+            env=memory_env(folder),
+            cwd=folder,
+            check=True,
+            capture_output=True,
+        )
 
 
 def main(out: Path) -> int:

@@ -70,9 +70,24 @@ def test_the_timeline_lists_every_document_newest_first(folder: Path) -> None:
     finally:
         memory.close()
     listed = re.findall(r'href="/documents/([0-9a-f]+)"', page)
-    assert listed == [d.doc_id for d in docs] and len(listed) >= 4
+    assert listed == [d.doc_id for d in docs] and len(listed) == 5  # four notes, a session
     days = [(d.source_date or d.created_at.date()) for d in docs]
     assert days == sorted(days, reverse=True)
+
+
+def test_the_timeline_filters_sessions_and_a_session_opens_as_its_turns(folder: Path) -> None:
+    with serving(folder) as viewer:
+        sessions = dom(viewer.url("/documents?kind=sessions"))
+        documents = dom(viewer.url("/documents?kind=documents"))
+        papers = dom(viewer.url("/documents?knowledge_type=paper"))
+        link = re.search(r'href="(/documents/[0-9a-f]+)"', sessions)
+        assert link is not None
+        session = unescape(dom(viewer.url(link.group(1))))
+    assert "Cache decision" in sessions and sessions.count('href="/documents/') == 1
+    assert "Cache decision" not in documents and documents.count('href="/documents/') == 4
+    assert papers.count('href="/documents/') == 1 and "Reciprocal Rank Fusion" in papers
+    assert "<li>Ana" in session and "<li>Ben" in session
+    assert "SQLite with a five-minute TTL was enough." in session
 
 
 def test_without_the_token_the_browser_gets_no_memory(folder: Path) -> None:

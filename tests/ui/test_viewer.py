@@ -5,6 +5,7 @@ and search explained by the search's own stage scores.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterator
 from html import unescape
@@ -17,7 +18,7 @@ from starlette.testclient import TestClient
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.ui.app import build_app, cookie_name
-from memory_pipeline.ui.pages import _value
+from memory_pipeline.ui.pages import _value, ages, growth
 from tests.conftest import make_settings
 
 TOKEN = "t0ken-for-the-tests"
@@ -191,3 +192,25 @@ def test_a_bind_other_machines_can_reach_needs_allow_remote(
     said = capsys.readouterr().err
     assert "--allow-remote" in said and "Traceback" not in said
     assert not (tmp_path / "memory.db").exists()  # refused before the memory opened
+
+
+def test_the_overview_charts_count_every_chunk_once(
+    client: TestClient, memory: MemorySystem
+) -> None:
+    """Growth ends at the chunks held; the age chart gives each knowledge type its chunks,
+    and every chunk falls in one age (the sample notes' dates are in 2025)."""
+    page = client.get("/").text
+    chunks = memory.counts()["chunks"]
+    days = memory.store.chunk_days()
+    assert growth(days)[-1][1] == chunks
+    today = dt.date(2026, 12, 7)
+    by_type = ages(days, today)
+    stats = memory.system_stats()
+    assert {k: sum(v) for k, v in by_type.items()} == {
+        k.knowledge_type: k.chunks for k in stats.by_knowledge_type
+    }
+    assert 'class="chart growth"' in page and f": {chunks} chunks</p>" in page
+    shown = re.findall(r"<title>([a-z]+), [^:]+: (\d+) chunks</title>", page)
+    assert sum(int(n) for _, n in shown) == chunks
+    older = [n for name, counts in by_type.items() for n in counts[:-2]]
+    assert sum(older) == 0  # dated 2025: none within a quarter of 2026-12-07
