@@ -13,28 +13,18 @@ so this is a small ASGI check instead.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
-import signal
 from typing import TYPE_CHECKING, Any
 
 from memory_pipeline.config import variable
+from memory_pipeline.listening import Terminated, is_loopback, stop_on_sigterm
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_ENV_VAR = variable("http_token")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding to ``host`` keeps the server on this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to any interface
-        return False
+__all__ = ["BearerToken", "Terminated", "is_loopback", "serve_http", "stop_on_sigterm"]
 
 
 class BearerToken:
@@ -88,22 +78,3 @@ def serve_http(
         app = BearerToken(app, token)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())
     anyio.run(uvicorn.Server(config).serve)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: a request to stop, handled like Ctrl-C."""
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM end the process normally (exit 0) instead of killing it (exit 143).
-
-    Uvicorn handles SIGTERM itself while it serves (a graceful shutdown), then
-    raises the signal again once the previous handler is back; that handler is
-    this one, so the shutdown ends in ``Terminated`` and a normal exit. Before
-    uvicorn runs (models loading) it stops the start the same way.
-    """
-
-    def handle(signum: int, frame: object) -> None:
-        raise Terminated
-
-    signal.signal(signal.SIGTERM, handle)

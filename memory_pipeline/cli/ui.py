@@ -31,7 +31,7 @@ def register(
     """Add ``ui``."""
 
     def cmd_ui(args: argparse.Namespace) -> int:
-        from serving.http import is_loopback
+        from memory_pipeline.listening import is_loopback
 
         if args.port > 65535:
             raise InvalidInputError(f"--port must be at most 65535, got {args.port}")
@@ -77,8 +77,8 @@ def serve(system: Any, *, host: str, port: int, token: str) -> int:
     import anyio
     import uvicorn
 
+    from memory_pipeline.listening import Terminated, stop_on_sigterm
     from memory_pipeline.ui.app import build_app
-    from serving.http import Terminated, stop_on_sigterm
 
     app = build_app(system, token=token, host=host, port=port)
     stop_on_sigterm()

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     # 0: vocabulary shared by everyone
     "__init__": 0, "errors": 0, "types": 0, "metadata": 0, "durable": 0, "spaces": 0,
     "runtimes": 0, "sections": 0, "locations": 0, "spool": 0, "hygiene": 0, "extras": 0,
+    "listening": 0,
     # 1: storage, loading, indices
     "store": 1, "ingest": 1, "index": 1,
     # 2: models, the memory axis, search
@@ -42,7 +43,7 @@ LAYERS: dict[str, int] = {
     # 3: configuration, sources, the front door
     "config": 3, "sources": 3, "system": 3,
     # 4: adapters and the evaluation harness
-    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3,
+    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3, "ui": 4,
 }  # fmt: skip
 ADAPTERS = LAYERS["cli"]
 SERVING_LAYERS: dict[str, int] = {
