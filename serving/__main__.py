@@ -193,6 +193,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return serve(parse_args(argv))
 
 
+def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
+    """The memory's pages at ``/ui`` (``memory-pipeline ui``'s), behind the server's token,
+    or a fresh one when it has none; says on stderr where to open them."""
+    import secrets
+
+    from memory_pipeline.ui.app import build_app
+    from serving.http import VIEWER_PATH
+
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}{VIEWER_PATH}/?token="
+    if token:
+        print(f"the memory's pages: {address}<{TOKEN_ENV_VAR}>", file=sys.stderr, flush=True)
+    else:
+        token = secrets.token_urlsafe(24)
+        print(f"the memory's pages: {address}{token}", file=sys.stderr, flush=True)
+    return build_app(system, token=token, host=host, port=port)
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve until the client leaves (stdio) or a signal stops it (HTTP); the exit code.
 
@@ -279,7 +297,12 @@ def serve(args: argparse.Namespace) -> int:
     try:
         if wire is None:
             serve_http(
-                server, host=args.host, port=args.port, token=token, log_level=args.log_level
+                server,
+                host=args.host,
+                port=args.port,
+                token=token,
+                log_level=args.log_level,
+                viewer=viewer_app(system, host=args.host, port=args.port, token=token),
             )
         else:
             serve_stdio(server, wire, after_first_answer=load_rest)

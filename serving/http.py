@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_ENV_VAR = variable("http_token")
-__all__ = ["BearerToken", "Terminated", "is_loopback", "serve_http", "stop_on_sigterm"]
+__all__ = [
+    "VIEWER_PATH",
+    "BearerToken",
+    "Terminated",
+    "WithViewer",
+    "is_loopback",
+    "serve_http",
+    "stop_on_sigterm",
+]
 
 
 class BearerToken:
@@ -64,10 +72,41 @@ class BearerToken:
         await send({"type": "http.response.body", "body": body})
 
 
+#: Where ``serve --http`` serves the memory's web pages (``memory_pipeline/ui``).
+VIEWER_PATH = "/ui"
+
+
+class WithViewer:
+    """ASGI: ``/ui`` and below to the viewer (served from there: ``root_path``), everything
+    else (the MCP endpoint, the lifespan) to the MCP app. The viewer keeps its own guard
+    (its token in the address, then a cookie): a browser sends no bearer token."""
+
+    def __init__(self, mcp: ASGIApp, viewer: ASGIApp) -> None:
+        self.mcp = mcp
+        self.viewer = viewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == VIEWER_PATH or path.startswith(f"{VIEWER_PATH}/")):
+            inner = {**scope, "root_path": scope.get("root_path", "") + VIEWER_PATH}
+            if path == VIEWER_PATH:
+                inner["path"] = f"{VIEWER_PATH}/"
+            await self.viewer(inner, receive, send)
+            return
+        await self.mcp(scope, receive, send)
+
+
 def serve_http(
-    server: MCPServer, *, host: str, port: int, token: str | None, log_level: str
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    log_level: str,
+    viewer: ASGIApp | None = None,
 ) -> None:
-    """Serve ``server`` over streamable HTTP on host:port until SIGINT or SIGTERM."""
+    """Serve ``server`` over streamable HTTP on host:port until SIGINT or SIGTERM, and
+    ``viewer`` (the memory's pages) under ``/ui``."""
     # Imported here: the entry point's arguments (also ``memory-pipeline serve``'s) import
     # this module, and the command line should not load the HTTP stack to build its parser.
     import anyio
@@ -76,5 +115,7 @@ def serve_http(
     app: Any = server.streamable_http_app(host=host)
     if token:
         app = BearerToken(app, token)
+    if viewer is not None:
+        app = WithViewer(app, viewer)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())
     anyio.run(uvicorn.Server(config).serve)

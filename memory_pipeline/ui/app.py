@@ -8,7 +8,8 @@ A Starlette app, rendered on the server (``ui/pages.py``), served by uvicorn. Wh
   Any request with neither gets 401, on loopback too: another user of the machine can
   reach a loopback port.
 * **Host checked** against the names of the address it serves (a DNS-rebinding page
-  names its own host), and an ``Origin``, when sent, must be one of them too.
+  names its own host), and an ``Origin``, when sent, must be the page's own (the same
+  scheme, host and port).
 * **Spaces** as the store enforces them for MCP: the memory is bound to the space
   (``--space``) and what it reads (``--read-space``); every page reads through it.
 
@@ -50,9 +51,12 @@ def cookie_name(port: int) -> str:
     return f"memory_pipeline_ui_{port}"
 
 
-def hosts_for(host: str, port: int) -> set[str]:
+def hosts_for(host: str, port: int) -> set[str] | None:
     """The Host headers the viewer answers: the address it serves, and on loopback the
-    loopback names."""
+    loopback names; None (any) when bound to every interface, whose names it cannot know
+    (the token still guards it)."""
+    if host in {"0.0.0.0", "::", ""}:
+        return None
     names = {host}
     if host in {"127.0.0.1", "localhost", "::1"}:
         names |= {"127.0.0.1", "localhost", "[::1]"}
@@ -65,10 +69,12 @@ class Guard:
     """ASGI middleware: the Host, the Origin, then the token (in the address once, then
     in the cookie)."""
 
-    def __init__(self, app: ASGIApp, *, token: str, hosts: Collection[str], port: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str, hosts: Collection[str] | None, port: int
+    ) -> None:
         self.app = app
         self._token = token.encode()
-        self._hosts = {h.lower() for h in hosts}
+        self._hosts = None if hosts is None else {h.lower() for h in hosts}
         self._cookie = cookie_name(port)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,14 +82,15 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if headers.get("host", "").lower() not in self._hosts:
+        host = headers.get("host", "").lower()
+        if self._hosts is not None and host not in self._hosts:
             await _refuse(
-                send, 400, "Wrong host", "This viewer answers only the address it printed."
+                scope, send, 400, "Wrong host", "This viewer answers only the address it printed."
             )
             return
         origin = headers.get("origin")
-        if origin is not None and origin.lower().removeprefix("http://") not in self._hosts:
-            await _refuse(send, 403, "Refused", "Requests from other sites are refused.")
+        if origin is not None and origin.lower().removeprefix("http://") != host:
+            await _refuse(scope, send, 403, "Refused", "Requests from other sites are refused.")
             return
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in query if k == TOKEN_PARAM), None)
@@ -97,6 +104,7 @@ class Guard:
             return
         if not self._matches(_cookie(headers.get("cookie", ""), self._cookie)):
             await _refuse(
+                scope,
                 send,
                 401,
                 "Open the printed address",
@@ -129,8 +137,16 @@ async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes,
     await send({"type": "http.response.body", "body": body})
 
 
-async def _refuse(send: Send, status: int, title: str, message: str) -> None:
-    body = pages.problem(title, message).encode()
+def based(html: str, scope: Scope) -> str:
+    """``html`` with its links relative to where the viewer is served (``root_path``)."""
+    root = scope.get("root_path", "").rstrip("/")
+    return (
+        html.replace(f'<base href="{pages.BASE}">', f'<base href="{root}/">', 1) if root else html
+    )
+
+
+async def _refuse(scope: Scope, send: Send, status: int, title: str, message: str) -> None:
+    body = based(pages.problem(title, message), scope).encode()
     await _send(send, status, body, [(b"content-type", b"text/html; charset=utf-8")])
 
 
@@ -142,10 +158,10 @@ class Viewer:
         self._lock = threading.Lock()
         self.spaces = system.spaces.describe()
 
-    def _html(self, body: str, status: int = 200) -> Response:
+    def _html(self, request: Request, body: str, status: int = 200) -> Response:
         from starlette.responses import HTMLResponse
 
-        return HTMLResponse(body, status_code=status)
+        return HTMLResponse(based(body, request.scope), status_code=status)
 
     def overview(self, request: Request) -> Response:
         with self._lock:
@@ -153,7 +169,7 @@ class Viewer:
             recent = self.system.store.recent_documents(10)
             sessions = self.system.store.documents_tagged([d.doc_id for d in recent], SESSION_TAG)
             days = self.system.store.chunk_days()
-        return self._html(pages.overview(stats, recent, days, sessions=sessions))
+        return self._html(request, pages.overview(stats, recent, days, sessions=sessions))
 
     def timeline(self, request: Request) -> Response:
         params = request.query_params
@@ -180,7 +196,7 @@ class Viewer:
             sessions=sessions,
             kinds=[k.value for k in KnowledgeType],
         )
-        return self._html(page)
+        return self._html(request, page)
 
     def document(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]
@@ -192,14 +208,14 @@ class Viewer:
             message = (
                 f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
             )
-            return self._html(pages.problem("Not found", message, self.spaces), 404)
-        return self._html(pages.document(doc, chunks, focus, self.spaces))
+            return self._html(request, pages.problem("Not found", message, self.spaces), 404)
+        return self._html(request, pages.document(doc, chunks, focus, self.spaces))
 
     def search(self, request: Request) -> Response:
         params = request.query_params
         query = params.get("q", "")
         if not query.strip():
-            return self._html(pages.search(query, None, "", self.spaces))
+            return self._html(request, pages.search(query, None, "", self.spaces))
         top_k = _int(params.get("top_k"), 10, 1, MAX_TOP_K)
         filters = SearchFilters(
             tags=tuple(params.getlist("tag")),
@@ -216,8 +232,8 @@ class Viewer:
                     query, search_request, filters=None if filters.is_empty() else filters
                 )
         except MemoryPipelineError as exc:
-            return self._html(pages.search(query, None, str(exc), self.spaces), 400)
-        return self._html(pages.search(query, result, "", self.spaces))
+            return self._html(request, pages.search(query, None, str(exc), self.spaces), 400)
+        return self._html(request, pages.search(query, result, "", self.spaces))
 
 
 def _int(text: str | None, default: Any, low: int, high: int) -> Any:
@@ -242,11 +258,15 @@ def build_app(system: MemorySystem, *, token: str, host: str, port: int) -> ASGI
     app: Starlette = Starlette(routes=[Route(path, handler) for path, handler in handlers])
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return viewer._html(pages.problem("Not found", "No such page.", viewer.spaces), 404)
+        return viewer._html(
+            request, pages.problem("Not found", "No such page.", viewer.spaces), 404
+        )
 
     async def failed(request: Request, exc: Exception) -> Response:
         message = f"The memory could not answer: {exc}"
-        return viewer._html(pages.problem("Something went wrong", message, viewer.spaces), 500)
+        return viewer._html(
+            request, pages.problem("Something went wrong", message, viewer.spaces), 500
+        )
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(Exception, failed)

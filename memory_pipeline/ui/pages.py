@@ -73,19 +73,24 @@ def shown_source(source: str) -> str:
     return "~" + source[len(home) :] if source.startswith(home + "/") else source
 
 
+#: Every link is relative to the page's base: the viewer sets it to where it is served
+#: (``/`` by ``memory-pipeline ui``, ``/ui/`` by ``serve --http``; ``app.Viewer``).
+BASE = "/"
+
+
 def esc(value: object) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
 def page(title: str, body: str, *, current: str = "", spaces: str = "") -> str:
     """A whole page: the header with the navigation, then ``body``."""
-    links = [("/", "Overview"), ("/documents", "Timeline"), ("/search", "Search")]
+    links = [("./", "Overview"), ("documents", "Timeline"), ("search", "Search")]
     nav = " ".join(
         f'<a href="{href}"{" aria-current=page" if href == current else ""}>{name}</a>'
         for href, name in links
     )
     return (
-        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        f'<!doctype html>\n<html lang=en><head><meta charset=utf-8><base href="{BASE}">'
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · memory-pipeline</title><style>{STYLE}</style></head><body>"
         f"<header><strong>memory-pipeline</strong><nav>{nav}</nav>"
@@ -100,7 +105,7 @@ def doc_link(doc_id: str, title: str | None, chunk_index: int | None = None) -> 
         if chunk_index is not None
         else ""
     )
-    return f'<a href="/documents/{esc(doc_id)}{query}">{esc(title or doc_id)}</a>'
+    return f'<a href="documents/{esc(doc_id)}{query}">{esc(title or doc_id)}</a>'
 
 
 def overview(
@@ -118,7 +123,7 @@ def overview(
             "<code>memory-pipeline ingest notes/*.md</code>, or let the agent capture its "
             "sessions (<code>memory-pipeline setup claude-code --hooks</code>). Then reload "
             "this page.</p></div>",
-            current="/",
+            current="./",
             spaces=stats.spaces,
         )
     tiles = [
@@ -156,8 +161,8 @@ def overview(
         )
     body.append("<h2>Newest</h2>")
     body.append(documents_table(recent, sessions))
-    body.append('<p><a href="/documents">Every document, newest first</a></p>')
-    return page("Overview", "".join(body), current="/", spaces=stats.spaces)
+    body.append('<p><a href="documents">Every document, newest first</a></p>')
+    return page("Overview", "".join(body), current="./", spaces=stats.spaces)
 
 
 #: Ages the chart of chunks by knowledge type groups them in: (label, at most days old).
@@ -298,7 +303,7 @@ def timeline(
         for k in ["", *kinds]
     )
     form = (
-        '<form class="search" method="get" action="/documents">'
+        '<form class="search" method="get" action="documents">'
         f'<label>Show <select name="kind">{options}</select></label>'
         f'<label>of <select name="knowledge_type">{types}</select></label>'
         f'<label>tagged <input name="tag" value="{esc(chosen.get("tag", ""))}" size="12"></label>'
@@ -312,8 +317,8 @@ def timeline(
             query = urlencode(
                 {**{k: v for k, v in chosen.items() if v}, "offset": offset + len(docs)}
             )
-            body += f'<p><a href="/documents?{query}">Older</a></p>'
-    return page("Timeline", body, current="/documents", spaces=spaces)
+            body += f'<p><a href="documents?{query}">Older</a></p>'
+    return page("Timeline", body, current="documents", spaces=spaces)
 
 
 def document(
@@ -357,20 +362,20 @@ def document(
 
 def search(query: str, result: SearchResult | None, error: str, spaces: str) -> str:
     form = (
-        '<form class="search" method="get" action="/search" role="search">'
+        '<form class="search" method="get" action="search" role="search">'
         '<label for="q" class="muted">Query</label>'
         f'<input type="search" id="q" name="q" value="{esc(query)}" autofocus>'
         "<button>Search</button></form>"
     )
     if error:
         return page(
-            "Search", form + f'<p role="alert">{esc(error)}</p>', current="/search", spaces=spaces
+            "Search", form + f'<p role="alert">{esc(error)}</p>', current="search", spaces=spaces
         )
     if result is None:
-        return page("Search", form, current="/search", spaces=spaces)
+        return page("Search", form, current="search", spaces=spaces)
     if not result.hits:
         body = form + f'<div class="empty"><p>Nothing found for “{esc(query)}”.</p></div>'
-        return page("Search", body, current="/search", spaces=spaces)
+        return page("Search", body, current="search", spaces=spaces)
     terms = _terms(query)
     hits = "".join(_hit(rank, hit, terms) for rank, hit in enumerate(result.hits, 1))
     notes = "".join(f"<p class=muted>{esc(n)}</p>" for n in result.stats.notes)
@@ -378,7 +383,7 @@ def search(query: str, result: SearchResult | None, error: str, spaces: str) -> 
         f"<p class=muted>{len(result.hits)} hits of {result.stats.candidates} candidates; "
         f"reranker: {esc(result.stats.reranker)}</p>"
     )
-    return page("Search", form + summary + notes + hits, current="/search", spaces=spaces)
+    return page("Search", form + summary + notes + hits, current="search", spaces=spaces)
 
 
 def _terms(query: str) -> list[str]:
@@ -436,5 +441,5 @@ def _value(value: float | int | None) -> str:
 def problem(title: str, message: str, spaces: str = "") -> str:
     """A page that says what went wrong and what to do, never a traceback."""
     return page(
-        title, f'<p role="alert">{esc(message)}</p><p><a href="/">Overview</a></p>', spaces=spaces
+        title, f'<p role="alert">{esc(message)}</p><p><a href="./">Overview</a></p>', spaces=spaces
     )

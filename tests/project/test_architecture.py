@@ -43,7 +43,9 @@ LAYERS: dict[str, int] = {
     # 3: configuration, sources, the front door
     "config": 3, "sources": 3, "system": 3,
     # 4: adapters and the evaluation harness
-    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3, "ui": 4,
+    "cli": 4, "pipeline": 4, "evaluation": 4, "alerts": 3,
+    # the viewer's pages: served by memory-pipeline ui and by the MCP server at /ui
+    "ui": 3,
 }  # fmt: skip
 ADAPTERS = LAYERS["cli"]
 SERVING_LAYERS: dict[str, int] = {

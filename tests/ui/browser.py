@@ -193,13 +193,13 @@ def main(out: Path) -> int:
         sample_memory(folder)
         with serving(folder) as viewer:
             page = dom(viewer.url("/documents"))
-            doc = re.search(r'href="(/documents/[0-9a-f]+)"', page)
+            doc = re.search(r'href="(documents/[0-9a-f]+)"', page)
             assert doc is not None
             pages = {
                 "overview": "/",
                 "search": "/search?q=why+does+news+fade+from+memory",
                 "timeline": "/documents",
-                "document": doc.group(1),
+                "document": f"/{doc.group(1)}",
             }
             for name, path in pages.items():
                 for width_name, (width, height) in WIDTHS.items():

@@ -45,12 +45,12 @@ def test_search_then_the_hits_document_in_the_browser(folder: Path) -> None:
             expected = memory.query(query, request).hits
             assert len(hits) == len(expected) == 3
             for article, hit in zip(hits, expected, strict=True):
-                assert f"/documents/{hit.doc_id}?chunk={hit.chunk_index}" in article
+                assert f'href="documents/{hit.doc_id}?chunk={hit.chunk_index}' in article
                 assert "Why it ranks here" in article and "fused score" in article
             first = expected[0]
-            link = re.search(r'href="(/documents/[^"]+)"', hits[0])
+            link = re.search(r'href="(documents/[^"]+)"', hits[0])
             assert link is not None
-            opened = dom(viewer.url(unescape(link.group(1))))
+            opened = dom(viewer.url("/" + unescape(link.group(1))))
             chunks = memory.store.document_chunks(first.doc_id)
             assert f"<h1>{first.title}</h1>" in unescape(opened)
             text = unescape(re.sub(r"<[^>]+>", "", opened))
@@ -69,7 +69,7 @@ def test_the_timeline_lists_every_document_newest_first(folder: Path) -> None:
         docs = memory.store.recent_documents(100)
     finally:
         memory.close()
-    listed = re.findall(r'href="/documents/([0-9a-f]+)"', page)
+    listed = re.findall(r'href="documents/([0-9a-f]+)"', page)
     assert listed == [d.doc_id for d in docs] and len(listed) == 5  # four notes, a session
     days = [(d.source_date or d.created_at.date()) for d in docs]
     assert days == sorted(days, reverse=True)
@@ -80,12 +80,12 @@ def test_the_timeline_filters_sessions_and_a_session_opens_as_its_turns(folder: 
         sessions = dom(viewer.url("/documents?kind=sessions"))
         documents = dom(viewer.url("/documents?kind=documents"))
         papers = dom(viewer.url("/documents?knowledge_type=paper"))
-        link = re.search(r'href="(/documents/[0-9a-f]+)"', sessions)
+        link = re.search(r'href="(documents/[0-9a-f]+)"', sessions)
         assert link is not None
-        session = unescape(dom(viewer.url(link.group(1))))
-    assert "Cache decision" in sessions and sessions.count('href="/documents/') == 1
-    assert "Cache decision" not in documents and documents.count('href="/documents/') == 4
-    assert papers.count('href="/documents/') == 1 and "Reciprocal Rank Fusion" in papers
+        session = unescape(dom(viewer.url("/" + link.group(1))))
+    assert "Cache decision" in sessions and sessions.count('href="documents/') == 1
+    assert "Cache decision" not in documents and documents.count('href="documents/') == 4
+    assert papers.count('href="documents/') == 1 and "Reciprocal Rank Fusion" in papers
     assert "<li>Ana" in session and "<li>Ben" in session
     assert "SQLite with a five-minute TTL was enough." in session
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from html import unescape
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 from starlette.testclient import TestClient
@@ -89,7 +90,9 @@ def test_a_wrong_host_or_a_foreign_origin_is_refused(client: TestClient) -> None
     assert client.get("/", headers={"host": "127.0.0.1:9999"}).status_code == 400
     foreign = client.get("/", headers={"origin": "http://attacker.example"})
     assert foreign.status_code == 403
-    assert client.get("/", headers={"origin": f"http://localhost:{PORT}"}).status_code == 200
+    assert client.get("/", headers={"origin": f"http://127.0.0.1:{PORT}"}).status_code == 200
+    other_port = client.get("/", headers={"origin": f"http://127.0.0.1:{PORT + 1}"})
+    assert other_port.status_code == 403
 
 
 def test_a_bind_beyond_loopback_still_needs_the_token(memory: MemorySystem) -> None:
@@ -109,7 +112,7 @@ def test_search_explains_each_hit_with_the_searchs_own_scores(
     articles = re.findall(r'<article class="hit".*?</article>', page, flags=re.S)
     assert len(articles) == len(result.hits) == 4
     for article, hit in zip(articles, result.hits, strict=True):
-        assert f"/documents/{hit.doc_id}?chunk={hit.chunk_index}" in article
+        assert f'href="documents/{hit.doc_id}?chunk={hit.chunk_index}' in article
         assert f"score {hit.score:.4f}" in article
         for value in hit.stage_scores.values():
             assert f'<span class="num">{_value(value)}</span>' in article
@@ -173,7 +176,7 @@ def test_a_page_bound_to_one_space_never_shows_another(tmp_path: Path) -> None:
             page = client.get(path).text
             assert "zanzibar" not in page.lower() and "llama" not in page.lower(), path
             assert other.doc_id not in page, path
-            todo += [unescape(h) for h in re.findall(r'href="(/[^"#]*)', page)]
+            todo += [urljoin("/", unescape(h)) for h in re.findall(r'href="([^"#]*)', page)]
         assert len(seen) > 5
         overview = client.get("/").text
         assert f"<b>{ours.counts()['documents']}</b>documents" in overview
