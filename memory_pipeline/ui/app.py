@@ -20,13 +20,14 @@ returned, not a second computation.
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
-from memory_pipeline.errors import MemoryPipelineError
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
@@ -212,28 +213,53 @@ class Viewer:
         return self._html(request, pages.document(doc, chunks, focus, self.spaces))
 
     def search(self, request: Request) -> Response:
+        """``hybrid_search``'s request from the form: the query, other phrasings (one a
+        line), tags (comma-separated, all required), knowledge types (any), a window of
+        source dates, the memory axis, MMR, how many."""
         params = request.query_params
         query = params.get("q", "")
+        kinds = params.getlist("knowledge_type")
+        chosen: dict[str, Any] = {
+            k: params.get(k, "")
+            for k in ("top_k", "tags", "from", "to", "rewrites", "memory", "diversify")
+        }
+        chosen["knowledge_type"] = kinds
         if not query.strip():
-            return self._html(request, pages.search(query, None, "", self.spaces))
-        top_k = _int(params.get("top_k"), 10, 1, MAX_TOP_K)
-        filters = SearchFilters(
-            tags=tuple(params.getlist("tag")),
-            knowledge_types=tuple(params.getlist("knowledge_type")),
-        )
-        search_request = self.system.settings.search_request(
-            top_k=top_k,
-            record_access=False,  # looking at the memory is not using it
-            enable_memory_rerank=params.get("memory") == "on",
-        )
+            return self._html(request, pages.search(query, None, "", self.spaces, chosen))
         try:
+            filters = SearchFilters(
+                tags=tuple(t.strip() for t in chosen["tags"].split(",") if t.strip()),
+                knowledge_types=tuple(kinds),
+                source_date_from=_day("from", chosen["from"]),
+                source_date_to=_day("to", chosen["to"]),
+            )
+            rewrites = [line.strip() for line in chosen["rewrites"].splitlines() if line.strip()]
+            search_request = self.system.settings.search_request(
+                top_k=_int(chosen["top_k"] or None, 10, 1, MAX_TOP_K),
+                record_access=False,  # looking at the memory is not using it
+                enable_memory_rerank=chosen["memory"] == "on",
+                enable_mmr=chosen["diversify"] == "on",
+            )
             with self._lock:
                 result = self.system.query(
-                    query, search_request, filters=None if filters.is_empty() else filters
+                    query,
+                    search_request,
+                    filters=None if filters.is_empty() else filters,
+                    rewrites=rewrites,
                 )
         except MemoryPipelineError as exc:
-            return self._html(request, pages.search(query, None, str(exc), self.spaces), 400)
-        return self._html(request, pages.search(query, result, "", self.spaces))
+            page = pages.search(query, None, str(exc), self.spaces, chosen)
+            return self._html(request, page, 400)
+        return self._html(request, pages.search(query, result, "", self.spaces, chosen))
+
+
+def _day(name: str, text: str) -> dt.date | None:
+    if not text.strip():
+        return None
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(f"{name}: expected a date as YYYY-MM-DD, got {text!r}") from None
 
 
 def _int(text: str | None, default: Any, low: int, high: int) -> Any:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from memory_pipeline.memory.stats import SystemStats
+from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
 
 STYLE = """
@@ -41,6 +43,8 @@ th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(-
 form.search { display: flex; flex-wrap: wrap; gap: .5rem; margin-bottom: 1rem; }
 form.search input[type=search] { flex: 1 1 16rem; font: inherit; padding: .4rem; }
 form.search button { font: inherit; padding: .4rem .9rem; }
+form.search .options { flex-basis: 100%; }
+form.search .options label { margin-right: .75rem; white-space: nowrap; }
 article.hit, article.chunk { border: 1px solid var(--line); border-radius: .4rem;
   padding: .75rem; margin: 0 0 .75rem; overflow-wrap: anywhere; }
 article.chunk.focus { border-width: 2px; }
@@ -360,12 +364,47 @@ def document(
     return page(doc.title or doc.doc_id, "".join(body), spaces=spaces)
 
 
-def search(query: str, result: SearchResult | None, error: str, spaces: str) -> str:
+def search(
+    query: str,
+    result: SearchResult | None,
+    error: str,
+    spaces: str,
+    chosen: Mapping[str, Any] | None = None,
+) -> str:
+    """The search form (``chosen``: what it was sent with), then the hits or the error."""
+    chosen = chosen or {}
+    kinds = "".join(
+        f'<label><input type="checkbox" name="knowledge_type" value="{k.value}"'
+        f"{' checked' if k.value in chosen.get('knowledge_type', ()) else ''}> {k.value}</label>"
+        for k in KnowledgeType
+    )
+
+    def box(name: str, label: str) -> str:
+        on = " checked" if chosen.get(name) == "on" else ""
+        return f'<label><input type="checkbox" name="{name}"{on}> {label}</label>'
+
+    def field(name: str, label: str, kind: str = "text", size: int = 12) -> str:
+        value = esc(chosen.get(name, ""))
+        return f'<label>{label} <input type="{kind}" name="{name}" value="{value}" size="{size}"></label>'
+
+    more = (
+        " open"
+        if any(chosen.get(k) for k in ("tags", "knowledge_type", "from", "to", "rewrites"))
+        else ""
+    )
     form = (
         '<form class="search" method="get" action="search" role="search">'
         '<label for="q" class="muted">Query</label>'
         f'<input type="search" id="q" name="q" value="{esc(query)}" autofocus>'
-        "<button>Search</button></form>"
+        "<button>Search</button>"
+        f'<div class="options">{box("memory", "memory axis")} {box("diversify", "diversify (MMR)")} '
+        f"{field('top_k', 'hits', 'number', 4)}</div>"
+        f'<details class="options"{more}><summary>Filters and other phrasings</summary>'
+        f"<p>{field('tags', 'tags (all of)', size=24)}</p><p>knowledge type (any of): {kinds}</p>"
+        f"<p>{field('from', 'dated from', 'date')} {field('to', 'to', 'date')}</p>"
+        '<p><label>other phrasings of the question, one a line<br><textarea name="rewrites" '
+        f'rows="3" cols="40">{esc(chosen.get("rewrites", ""))}</textarea></label></p></details>'
+        "</form>"
     )
     if error:
         return page(

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.system import MemorySystem
+from memory_pipeline.types import SearchFilters
 from memory_pipeline.ui.app import build_app, cookie_name
 from memory_pipeline.ui.pages import _value, ages, growth
 from tests.conftest import make_settings
@@ -217,3 +218,35 @@ def test_the_overview_charts_count_every_chunk_once(
     assert sum(int(n) for _, n in shown) == chunks
     older = [n for name, counts in by_type.items() for n in counts[:-2]]
     assert sum(older) == 0  # dated 2025: none within a quarter of 2026-12-07
+
+
+def test_the_search_form_sends_hybrid_searchs_request(
+    client: TestClient, memory: MemorySystem
+) -> None:
+    """Filters, other phrasings, a window of dates, MMR: the page's hits are those of
+    ``MemorySystem.query`` with the same request, and the form keeps what was sent."""
+    sent = {
+        "q": "how should memories age",
+        "knowledge_type": ["principle", "news"],
+        "rewrites": "decay by knowledge type\nold news fades",
+        "from": "2025-03-01",
+        "to": "2025-12-31",
+        "diversify": "on",
+        "top_k": "3",
+    }
+    page = client.get("/search", params=sent).text
+    request = memory.settings.search_request(top_k=3, record_access=False, enable_mmr=True)
+    filters = SearchFilters(
+        knowledge_types=("principle", "news"),
+        source_date_from=dt.date(2025, 3, 1),
+        source_date_to=dt.date(2025, 12, 31),
+    )
+    rewrites = ["decay by knowledge type", "old news fades"]
+    expected = memory.query(sent["q"], request, filters=filters, rewrites=rewrites).hits
+    shown = re.findall(r'<article class="hit".*?href="documents/([0-9a-f]+)\?chunk=(\d+)', page)
+    assert shown == [(h.doc_id, str(h.chunk_index)) for h in expected] and expected
+    assert {h.knowledge_type for h in expected} <= {"principle", "news"}
+    assert 'value="principle" checked' in page and 'value="paper">' in page
+    assert 'name="diversify" checked' in page and "old news fades</textarea>" in page
+    bad = client.get("/search", params={"q": "news", "from": "March"})
+    assert bad.status_code == 400 and "expected a date as YYYY-MM-DD" in bad.text
