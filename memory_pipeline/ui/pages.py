@@ -43,6 +43,7 @@ th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(-
 form.search { display: flex; flex-wrap: wrap; gap: .5rem; margin-bottom: 1rem; }
 form.search input[type=search] { flex: 1 1 16rem; font: inherit; padding: .4rem; }
 form.search button { font: inherit; padding: .4rem .9rem; }
+form.search input[type=number] { width: 5rem; }
 form.search .options { flex-basis: 100%; }
 form.search .options label { margin-right: .75rem; white-space: nowrap; }
 article.hit, article.chunk { border: 1px solid var(--line); border-radius: .4rem;
@@ -155,6 +156,7 @@ def overview(
             ],
         )
     )
+    body.append("<h2>Index and captures</h2>" + _health(stats))
     if stats.redactions:
         body.append("<h2>Taken out before storing</h2>")
         body.append(
@@ -172,6 +174,28 @@ def overview(
 #: Ages the chart of chunks by knowledge type groups them in: (label, at most days old).
 AGE_BUCKETS = (("a week", 7), ("a month", 30), ("a quarter", 91), ("a year", 365), ("older", None))
 _COLOURS = ("#1d4ed8", "#0891b2", "#16a34a", "#ca8a04", "#9ca3af")
+
+
+def _health(stats: SystemStats) -> str:
+    """The published index and the capture folder, as ``stats`` reads them."""
+    rows = []
+    index = stats.index
+    if index is None:
+        rows.append(["index", esc("none published yet: memory-pipeline update-index")])
+    else:
+        rows.append(
+            ["index", esc(f"version {index.version} ({index.backend}, {index.kind}), "
+                          f"{index.n_dense} vectors, published {index.created_at}")]
+        )  # fmt: skip
+    rows.append(["waiting for the index", _num(stats.unindexed_chunks)])
+    rows.append(["embedding model", esc(stats.embedder)])
+    captures = stats.captures
+    if captures:
+        said = f"{captures.get('waiting', 0)} waiting, {captures.get('set_aside', 0)} set aside"
+        if captures.get("worker_failed"):
+            said += "; the capture worker cannot run: memory-pipeline capture --status"
+        rows.append(["captured sessions", esc(said)])
+    return table(["", ""], rows)
 
 
 def growth(days: Iterable[tuple[str | None, dt.date, dt.date, int]]) -> list[tuple[dt.date, int]]:

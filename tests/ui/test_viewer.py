@@ -250,3 +250,11 @@ def test_the_search_form_sends_hybrid_searchs_request(
     assert 'name="diversify" checked' in page and "old news fades</textarea>" in page
     bad = client.get("/search", params={"q": "news", "from": "March"})
     assert bad.status_code == 400 and "expected a date as YYYY-MM-DD" in bad.text
+
+
+def test_the_overview_shows_the_published_index(client: TestClient, memory: MemorySystem) -> None:
+    stats = memory.system_stats()
+    assert stats.index is not None
+    page = client.get("/").text
+    assert f"version {stats.index.version} (" in page and f"{stats.index.n_dense} vectors" in page
+    assert stats.embedder in page
