@@ -25,7 +25,7 @@ import hmac
 import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
@@ -97,7 +97,7 @@ class Guard:
         given = next((v for k, v in query if k == TOKEN_PARAM), None)
         if given is not None and self._matches(given):
             rest = urlencode([(k, v) for k, v in query if k != TOKEN_PARAM])
-            location = scope["path"] + (f"?{rest}" if rest else "")
+            location = quote(scope["path"]) + (f"?{rest}" if rest else "")
             cookie = f"{self._cookie}={given}; HttpOnly; SameSite=Strict; Path=/"
             await _send(
                 send, 303, b"", [(b"location", location.encode()), (b"set-cookie", cookie.encode())]
