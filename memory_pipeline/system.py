@@ -183,6 +183,27 @@ class MemorySystem:
         request = request or self.settings.search_request()
         return self.searcher.search(text, filters, request, rewrites=rewrites)
 
+    def note_handed(
+        self,
+        kind: str,
+        *,
+        session: str | None = None,
+        query: str | None = None,
+        block: str | None = None,
+        hits: Sequence[SearchHit] = (),
+    ) -> None:
+        """Keep what the memory gave an agent (``kind``: "recall" or "search"), for the
+        viewer's page of it: the query redacted as stored texts are, the hits by chunk.
+        A memory opened read-only keeps nothing."""
+        from memory_pipeline.store.handed import HandedHit
+
+        if self.store.read_only:
+            return
+        if query:
+            query = self.settings.ingest.redactor().redact(query).text
+        named = [HandedHit(h.doc_id, h.chunk_index, h.score, h.title) for h in hits]
+        self.store.record_handed(kind, session=session, query=query, block=block, hits=named)
+
     def rerank(
         self,
         chunks: Sequence[SearchHit],

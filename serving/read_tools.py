@@ -8,6 +8,7 @@ docstring the description the model reads, its return type the output schema.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
@@ -42,6 +43,8 @@ from serving.schemas import (
 )
 from serving.toolspec import tool
 from serving.wire import float32_list
+
+log = logging.getLogger(__name__)
 
 _TIME_WEIGHT = "share of the score given to freshness (decay by knowledge_type's half-life)"
 _FREQ_WEIGHT = "share of the score given to how often a chunk was retrieved"
@@ -145,6 +148,10 @@ class ReadTools:
             now=None if now is None else day_start(now),
         )
         result = self.system.query(query, request, filters=search_filters, rewrites=rewrites or ())
+        try:  # what the agent was handed, for the memory's pages; never fails the search
+            self.system.note_handed("search", query=query, hits=result.hits)
+        except Exception as exc:
+            log.warning("the search was not noted for the memory's pages: %s", exc)
         stats = SearchStatsOut.model_validate(result.stats, from_attributes=True)
         return SearchOutput(
             chunks=self._hits(result.hits),

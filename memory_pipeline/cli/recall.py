@@ -87,6 +87,27 @@ def _recall(settings: Settings, budget: int) -> str:
         store.close()
 
 
+def _note_handed(settings: Settings, session: Any, block: str) -> None:
+    """Keep the block the hook hands over, for the memory's pages (``memory-pipeline ui``);
+    a memory that cannot be written keeps nothing, and nothing here fails the hook."""
+    from memory_pipeline.store import Store
+    from memory_pipeline.store.urls import sqlite_file
+
+    db_file = sqlite_file(settings.url)
+    if db_file is not None and not os.access(db_file, os.W_OK):
+        return
+    try:
+        store = Store(settings.url, spaces=settings.spaces())
+        try:
+            store.record_handed(
+                "recall", session=session if isinstance(session, str) else None, block=block
+            )
+        finally:
+            store.close()
+    except Exception as exc:
+        print(f"memory-pipeline recall: the block was not noted: {exc}", file=sys.stderr)
+
+
 def _catch_up(settings: Settings) -> str:
     """Start capture's worker when sessions wait in the spool: one that ended while
     nothing could store it is stored as the next session starts (docs/capture.md). The
@@ -124,6 +145,8 @@ def register(
         except Exception as exc:  # a hook never breaks the session: say why, exit 0
             print(f"memory-pipeline recall: nothing recalled: {exc}", file=sys.stderr)
             return 0
+        if block:
+            _note_handed(settings, payload.get("session_id"), block)
         if block or notice:
             event = payload.get("hook_event_name")
             print(hook_output(block, event if isinstance(event, str) else HOOK_EVENT, notice))
@@ -135,7 +158,8 @@ def register(
         help="print what this project's memory holds that matters now (a SessionStart hook)",
         description="Print a short block of the space's principles and important notes and "
         "its latest sessions, within a token budget; nothing when there is nothing to say. "
-        "Reads the store only: no model, no index.",
+        "Reads the store (no model, no index); as a hook it also notes the block it "
+        "handed over, for the memory's pages (memory-pipeline ui).",
     )
     p.add_argument(
         "--budget",

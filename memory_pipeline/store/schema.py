@@ -184,6 +184,24 @@ class SpaceRoot(Base):
     last_capture_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
+class Handed(Base):
+    """What the memory gave an agent: a recall block a hook injected, or the hits of a
+    search it made over MCP; per space, the latest few hundred kept (``store/handed.py``).
+    The query is kept redacted; a hit is named by its chunk, not copied."""
+
+    __tablename__ = "handed"
+    __table_args__ = (Index("ix_handed_space", "space"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    space: Mapped[str] = mapped_column(String(64))
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(16))  # "recall" | "search"
+    session: Mapped[str | None] = mapped_column(String(256))
+    query: Mapped[str | None] = mapped_column(Text)
+    block: Mapped[str | None] = mapped_column(Text)  # the recall block as injected
+    hits: Mapped[str] = mapped_column(Text)  # JSON: [[doc_id, chunk_index, score, title]]
+
+
 class Redaction(Base):
     """How many secrets (by kind) and private spans a space's texts had taken out before
     they were kept: counted as they are taken, so a later delete does not lower it."""

@@ -10,6 +10,7 @@ from memory_pipeline.store.changes import ChangeQueries, PendingChanges, Reads
 from memory_pipeline.store.chunks import ChunkQueries
 from memory_pipeline.store.documents import DocumentQueries, StoredDocument
 from memory_pipeline.store.forgetting import ForgettingQueries
+from memory_pipeline.store.handed import HandedQueries
 from memory_pipeline.store.merging import MergeQueries
 from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
@@ -37,6 +38,7 @@ class Store(
     ForgettingQueries,
     RedactionQueries,
     SpaceRootQueries,
+    HandedQueries,
     MergeQueries,
 ):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""

@@ -199,6 +199,15 @@ class Viewer:
         )
         return self._html(request, page)
 
+    def handed(self, request: Request) -> Response:
+        offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+        with self._lock:
+            records = self.system.store.handed(PAGE_SIZE + 1, offset)
+        page = pages.handed(
+            records[:PAGE_SIZE], offset=offset, more=len(records) > PAGE_SIZE, spaces=self.spaces
+        )
+        return self._html(request, page)
+
     def document(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]
         focus = _int(request.query_params.get("chunk"), None, 0, 10**9)
@@ -280,6 +289,7 @@ def build_app(system: MemorySystem, *, token: str, host: str, port: int) -> ASGI
         ("/documents", viewer.timeline),
         ("/documents/{doc_id:path}", viewer.document),
         ("/search", viewer.search),
+        ("/handed", viewer.handed),
     ]
     app: Starlette = Starlette(routes=[Route(path, handler) for path, handler in handlers])
 

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from memory_pipeline.memory.stats import SystemStats
 from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.store.handed import HandedRecord
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
 
 STYLE = """
@@ -89,7 +90,12 @@ def esc(value: object) -> str:
 
 def page(title: str, body: str, *, current: str = "", spaces: str = "") -> str:
     """A whole page: the header with the navigation, then ``body``."""
-    links = [("./", "Overview"), ("documents", "Timeline"), ("search", "Search")]
+    links = [
+        ("./", "Overview"),
+        ("documents", "Timeline"),
+        ("search", "Search"),
+        ("handed", "Handed to the agent"),
+    ]
     nav = " ".join(
         f'<a href="{href}"{" aria-current=page" if href == current else ""}>{name}</a>'
         for href, name in links
@@ -499,6 +505,47 @@ def _value(value: float | int | None) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)
+
+
+def handed(records: Sequence[HandedRecord], *, offset: int, more: bool, spaces: str) -> str:
+    """What the memory gave the agent, newest first: recall blocks and searches."""
+    if not records and offset == 0:
+        body = (
+            '<div class="empty"><p>Nothing handed to an agent yet.</p><p>A search the agent '
+            "makes over MCP (<code>hybrid_search</code>) and the block the session-start hook "
+            "injects (<code>memory-pipeline recall --hook</code>) appear here.</p></div>"
+        )
+        return page("Handed to the agent", body, current="handed", spaces=spaces)
+    out = []
+    for r in records:
+        what = "recall block" if r.kind == "recall" else "search"
+        head = (
+            f"{esc(r.at.isoformat(timespec='seconds'))} · {what}"
+            + (f" · session <code>{esc(r.session)}</code>" if r.session else "")
+            + f" · space {esc(r.space)}"
+        )
+        query = f"<p>“{esc(r.query)}”</p>" if r.query else ""
+        hits = table(
+            ["#", "chunk", "score"],
+            [
+                [str(rank), doc_link(h.doc_id, h.title, h.chunk_index) + f" #{h.chunk_index}",
+                 _num(f"{h.score:.4f}")]
+                for rank, h in enumerate(r.hits, 1)
+            ],
+        ) if r.hits else ""  # fmt: skip
+        block = (
+            f"<details open><summary>the block ({len(r.block)} characters)</summary>"
+            f'<div class="content">{esc(r.block)}</div></details>'
+            if r.block
+            else ""
+        )
+        out.append(
+            f'<article class="hit handed"><div class=muted>{head}</div>{query}{hits}{block}</article>'
+        )
+    body = "".join(out)
+    if more:
+        body += f'<p><a href="handed?{urlencode({"offset": offset + len(records)})}">Older</a></p>'
+    return page("Handed to the agent", body, current="handed", spaces=spaces)
 
 
 def problem(title: str, message: str, spaces: str = "") -> str:

@@ -301,3 +301,17 @@ def test_no_memory_yet_prints_nothing_and_makes_none(tmp_path: Path, project: Pa
     out = _cli(settings, "--hook", stdin=_payload(project))
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
     assert not settings.db_path.exists()
+
+
+def test_the_hook_notes_the_block_it_handed_over(settings: Settings, project: Path) -> None:
+    """For the memory's pages (``memory-pipeline ui``): the block, the session, the space."""
+    out = _cli(settings, "--hook", stdin=_payload(project))
+    handed = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+    store = Store(settings.url, spaces=Spaces.bound(SPACE))
+    try:
+        [record] = store.handed(10)
+        assert (record.kind, record.session, record.space) == ("recall", "x", SPACE)
+        assert record.block and record.block in handed
+        assert store.bound(Spaces.bound("project-b")).handed(10) == []
+    finally:
+        store.close()

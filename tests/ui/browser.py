@@ -166,7 +166,8 @@ def _wait_for(port: int) -> None:
 
 
 def sample_memory(folder: Path) -> None:
-    """The bundled sample corpus ingested into the memory in ``folder``, and one session."""
+    """The bundled sample corpus ingested into the memory in ``folder``, one session, and
+    the block a session-start hook handed over."""
     corpus = resources.files("memory_pipeline") / "sample_corpus"
     notes = folder / "notes"
     notes.mkdir()
@@ -184,6 +185,17 @@ def sample_memory(folder: Path) -> None:
             check=True,
             capture_output=True,
         )
+    # a session starting: the block the hook hands over is noted for the viewer's page
+    hook = {"cwd": str(folder), "session_id": "demo-session", "hook_event_name": "SessionStart"}
+    subprocess.run(
+        [sys.executable, "-m", "memory_pipeline.cli", "recall", "--hook", "--space", "default"],
+        env=memory_env(folder),
+        cwd=folder,
+        input=json.dumps(hook),
+        text=True,
+        check=True,
+        capture_output=True,
+    )
 
 
 def main(out: Path) -> int:
@@ -200,6 +212,7 @@ def main(out: Path) -> int:
                 "search": "/search?q=why+does+news+fade+from+memory",
                 "timeline": "/documents",
                 "document": f"/{doc.group(1)}",
+                "handed": "/handed",
             }
             for name, path in pages.items():
                 for width_name, (width, height) in WIDTHS.items():

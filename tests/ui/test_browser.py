@@ -90,6 +90,13 @@ def test_the_timeline_filters_sessions_and_a_session_opens_as_its_turns(folder: 
     assert "SQLite with a five-minute TTL was enough." in session
 
 
+def test_the_block_a_session_started_with_is_listed(folder: Path) -> None:
+    with serving(folder) as viewer:
+        page = unescape(dom(viewer.url("/handed")))
+    assert "recall block" in page and "demo-session" in page
+    assert "Keep what the agent remembers separate from how it retrieves" in page
+
+
 def test_without_the_token_the_browser_gets_no_memory(folder: Path) -> None:
     with serving(folder) as viewer:
         page = dom(f"{viewer.base}/search?q=fusion")
