@@ -228,3 +228,9 @@ def _shown(path: Path, cwd: Path) -> str:
         return shlex.quote(str(path.relative_to(cwd)))
     except ValueError:
         return shlex.quote(str(path))
+
+
+def shown(path: Path) -> str:
+    """A path as the user reads it: under the home folder as ``~/…`` (help, the viewer)."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)

@@ -198,16 +198,15 @@ def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
     or a fresh one when it has none; says on stderr where to open them."""
     import secrets
 
-    from memory_pipeline.ui.app import build_app
+    from memory_pipeline.ui.app import address, build_app
     from serving.http import VIEWER_PATH
 
-    shown = f"[{host}]" if ":" in host else host
-    address = f"http://{shown}:{port}{VIEWER_PATH}/?token="
-    if token:
-        print(f"the memory's pages: {address}<{TOKEN_ENV_VAR}>", file=sys.stderr, flush=True)
+    if token:  # the server's own: named, never printed
+        shown = address(host, port, f"<{TOKEN_ENV_VAR}>", VIEWER_PATH)
     else:
         token = secrets.token_urlsafe(24)
-        print(f"the memory's pages: {address}{token}", file=sys.stderr, flush=True)
+        shown = address(host, port, token, VIEWER_PATH)
+    print(f"the memory's pages: {shown}", file=sys.stderr, flush=True)
     return build_app(system, token=token, host=host, port=port)
 
 

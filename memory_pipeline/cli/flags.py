@@ -10,6 +10,7 @@ from pathlib import Path
 
 from memory_pipeline.config import ENV_VARS, Settings, variable
 from memory_pipeline.index.backends.names import BACKENDS
+from memory_pipeline.locations import shown
 
 
 def add_all_spaces(p: argparse.ArgumentParser, what: str) -> None:
@@ -49,12 +50,6 @@ def non_negative_float(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
     return value
-
-
-def shown(path: Path) -> str:
-    """A path as help shows it: under the home folder as ``~/…``."""
-    home = Path.home()
-    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
 
 def unset(value: object) -> str:

@@ -17,12 +17,6 @@ DEFAULT_HOST = "127.0.0.1"
 MakeSystem = Callable[[argparse.Namespace], Any]
 
 
-def address(host: str, port: int, token: str) -> str:
-    """What the viewer prints: the address to open, with its token."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/?token={token}"
-
-
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -78,7 +72,7 @@ def serve(system: Any, *, host: str, port: int, token: str) -> int:
     import uvicorn
 
     from memory_pipeline.listening import Terminated, stop_on_sigterm
-    from memory_pipeline.ui.app import build_app
+    from memory_pipeline.ui.app import address, build_app
 
     app = build_app(system, token=token, host=host, port=port)
     stop_on_sigterm()

@@ -323,8 +323,8 @@ def _tokenizer_json(b: E5Bundle) -> str:
             "single": template(one, two, end),
             "pair": template(one, two, end, end, second, end),
             "special_tokens": {
-                token: {"id": token, "ids": [b.pieces.index(token)], "tokens": [token]}
-                for token in sorted({bos, eos})
+                token: {"id": token, "ids": [i], "tokens": [token]}
+                for token, i in sorted({bos: b.bos, eos: b.eos}.items())
             },
         },
         "decoder": _METASPACE,

@@ -47,6 +47,12 @@ PAGE_SIZE = 50
 TOKEN_PARAM = "token"
 
 
+def address(host: str, port: int, token: str, root: str = "") -> str:
+    """The address a viewer prints for its pages (served under ``root``), with its token."""
+    named = f"[{host}]" if ":" in host else host
+    return f"http://{named}:{port}{root}/?token={token}"
+
+
 def cookie_name(port: int) -> str:
     """One cookie per port: cookies do not tell ports apart, two viewers would share one."""
     return f"memory_pipeline_ui_{port}"

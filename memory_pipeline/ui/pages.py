@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from memory_pipeline.locations import shown
 from memory_pipeline.memory.stats import SystemStats
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.store.handed import HandedRecord
@@ -71,12 +72,6 @@ STAGES = {
     "memory": "memory-axis score",
     "mmr_rank": "rank after MMR (diversity)",
 }
-
-
-def shown_source(source: str) -> str:
-    """A source path under the home folder as ``~/…`` (as the command line shows paths)."""
-    home = str(Path.home())
-    return "~" + source[len(home) :] if source.startswith(home + "/") else source
 
 
 #: Every link is relative to the page's base: the viewer sets it to where it is served
@@ -359,7 +354,7 @@ def document(
     doc: DocumentInfo, chunks: Sequence[ChunkRecord], focus: int | None, spaces: str
 ) -> str:
     rows = [
-        ["source", f'<span class="any">{esc(shown_source(doc.source))}</span>'],
+        ["source", f'<span class="any">{esc(shown(Path(doc.source)))}</span>'],
         ["date", esc(_day(doc.source_date, doc.created_at))],
         ["stored", esc(doc.created_at.isoformat(timespec="seconds"))],
         ["knowledge type", esc(doc.knowledge_type or "none")],
