@@ -10,7 +10,7 @@ export HYBRID_RAG_DB_PATH    ?= $(DATA)/memory.db
 export HYBRID_RAG_INDEX_PATH ?= $(DATA)/indices
 export HYBRID_RAG_ARCHIVE_PATH ?= $(DATA)/archive
 
-.PHONY: install run stop demo search alerts test lint fast-test bench docs clean
+.PHONY: install run stop demo search ui alerts test lint fast-test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,6 +50,9 @@ demo: install  ## no server: ingest the bundled sample corpus into $(DATA)/demo 
 search: install  ## search the memory make run keeps (DATA=data/demo: make demo's): make search Q="…"
 	@test -n "$$Q" || { echo 'usage: make search Q="your question" [DATA=data/demo]' >&2; exit 2; }
 	$(VENV)/bin/memory-pipeline search "$$Q"
+
+ui: install  ## make run's memory as a web page, with its pipeline's last runs (UI_PORT=8765)
+	$(VENV)/bin/memory-pipeline ui --port $(or $(UI_PORT),8765) --dagster-home $(DATA)/dagster_home
 
 alerts: install  ## the alerts make run's pipeline raised (data/alerts.jsonl)
 	$(VENV)/bin/memory-pipeline alerts

@@ -195,10 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
     """The memory's pages at ``/ui`` (``memory-pipeline ui``'s), behind the server's token,
-    or a fresh one when it has none; says on stderr where to open them."""
+    or a fresh one when it has none; says on stderr where to open them. The overview lists
+    the runs of the pipeline at ``$DAGSTER_HOME``, when set."""
     import secrets
 
     from memory_pipeline.ui.app import address, build_app
+    from memory_pipeline.ui.runs import home_from
     from serving.http import VIEWER_PATH
 
     if token:  # the server's own: named, never printed
@@ -207,7 +209,7 @@ def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
         token = secrets.token_urlsafe(24)
         shown = address(host, port, token, VIEWER_PATH)
     print(f"the memory's pages: {shown}", file=sys.stderr, flush=True)
-    return build_app(system, token=token, host=host, port=port)
+    return build_app(system, token=token, host=host, port=port, dagster_home=home_from(None))
 
 
 def serve(args: argparse.Namespace) -> int:

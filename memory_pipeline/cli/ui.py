@@ -6,6 +6,7 @@ import argparse
 import secrets
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from memory_pipeline.cli.flags import positive_int
@@ -26,6 +27,7 @@ def register(
 
     def cmd_ui(args: argparse.Namespace) -> int:
         from memory_pipeline.listening import is_loopback
+        from memory_pipeline.ui.runs import home_from
 
         if args.port > 65535:
             raise InvalidInputError(f"--port must be at most 65535, got {args.port}")
@@ -37,7 +39,8 @@ def register(
         args.reads_only = True  # the viewer reads; it never writes the memory
         system = make_system(args)
         token = secrets.token_urlsafe(24)
-        return serve(system, host=args.host, port=args.port, token=token)
+        home = home_from(args.dagster_home)
+        return serve(system, host=args.host, port=args.port, token=token, dagster_home=home)
 
     p = sub.add_parser(
         "ui",
@@ -63,10 +66,18 @@ def register(
         action="store_true",
         help="allow a --host other machines can reach (still behind the token)",
     )
+    p.add_argument(
+        "--dagster-home",
+        metavar="DIR",
+        help="the pipeline's Dagster home, whose last runs the overview lists "
+        "(default: $DAGSTER_HOME; make ui passes make run's)",
+    )
     p.set_defaults(func=cmd_ui)
 
 
-def serve(system: Any, *, host: str, port: int, token: str) -> int:
+def serve(
+    system: Any, *, host: str, port: int, token: str, dagster_home: Path | None = None
+) -> int:
     """Serve the viewer until Ctrl-C or SIGTERM; prints the address first."""
     import anyio
     import uvicorn
@@ -74,7 +85,7 @@ def serve(system: Any, *, host: str, port: int, token: str) -> int:
     from memory_pipeline.listening import Terminated, stop_on_sigterm
     from memory_pipeline.ui.app import address, build_app
 
-    app = build_app(system, token=token, host=host, port=port)
+    app = build_app(system, token=token, host=host, port=port, dagster_home=dagster_home)
     stop_on_sigterm()
     print(f"memory-pipeline ui: open {address(host, port, token)}", flush=True)
     print("(the token in the address is this run's; Ctrl-C stops the viewer)", file=sys.stderr)

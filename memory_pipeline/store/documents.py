@@ -98,10 +98,11 @@ class DocumentQueries(StoreBase):
         tags: Iterable[str] = (),
         without_tag: str | None = None,
         knowledge_type: str | None = None,
+        space: str | None = None,
     ) -> list[DocumentInfo]:
         """The readable documents, newest first by source date (else by the day stored);
         only those with a chunk tagged each of ``tags``, with none tagged ``without_tag``,
-        of ``knowledge_type``, when given."""
+        of ``knowledge_type``, in ``space`` (one of the readable), when given."""
         when = sa.func.coalesce(Document.source_date, sa.func.date(Document.created_at))
         stmt = sa.select(Document).where(self.readable(Document.space))
         for tag in tags:
@@ -110,9 +111,28 @@ class DocumentQueries(StoreBase):
             stmt = stmt.where(Document.doc_id.not_in(_tagged(without_tag)))
         if knowledge_type is not None:
             stmt = stmt.where(Document.knowledge_type == knowledge_type)
+        if space is not None:
+            stmt = stmt.where(Document.space == space)
         stmt = stmt.order_by(when.desc(), Document.created_at.desc(), Document.doc_id)
         with self.read() as s:
             return [doc_info(row) for row in s.scalars(stmt.limit(limit).offset(offset))]
+
+    def spaces_of(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """The space of each of ``doc_ids`` that is readable."""
+        out: dict[str, str] = {}
+        with self.read() as s:
+            for batch in batched(list(dict.fromkeys(doc_ids))):
+                stmt = sa.select(Document.doc_id, Document.space).where(
+                    Document.doc_id.in_(batch), self.readable(Document.space)
+                )
+                out.update((doc_id, space) for doc_id, space in s.execute(stmt))
+        return out
+
+    def count_documents_tagged(self, tag: str) -> int:
+        """How many readable documents have a readable chunk tagged ``tag``."""
+        ids = _tagged(tag).where(self.readable(Chunk.space)).distinct().subquery()
+        with self.read() as s:
+            return int(s.scalar(sa.select(sa.func.count()).select_from(ids)) or 0)
 
     def documents_tagged(self, doc_ids: Iterable[str], tag: str) -> set[str]:
         """Those of ``doc_ids`` with a readable chunk tagged ``tag``."""

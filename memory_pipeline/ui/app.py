@@ -24,6 +24,7 @@ import datetime as dt
 import hmac
 import threading
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -33,6 +34,7 @@ from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
 from memory_pipeline.types import SearchFilters
 from memory_pipeline.ui import pages
+from memory_pipeline.ui.runs import last_runs
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -160,10 +162,14 @@ async def _refuse(scope: Scope, send: Send, status: int, title: str, message: st
 class Viewer:
     """The pages over one memory."""
 
-    def __init__(self, system: MemorySystem) -> None:
+    def __init__(self, system: MemorySystem, dagster_home: Path | None = None) -> None:
         self.system = system
+        self.dagster_home = dagster_home
         self._lock = threading.Lock()
         self.spaces = system.spaces.describe()
+        read = system.spaces.read
+        #: The spaces the timeline can be narrowed to: those the memory reads, when several.
+        self.space_names = sorted(read) if read is not None and len(read) > 1 else []
 
     def _html(self, request: Request, body: str, status: int = 200) -> Response:
         from starlette.responses import HTMLResponse
@@ -176,15 +182,25 @@ class Viewer:
             recent = self.system.store.recent_documents(10)
             sessions = self.system.store.documents_tagged([d.doc_id for d in recent], SESSION_TAG)
             days = self.system.store.chunk_days()
-        return self._html(request, pages.overview(stats, recent, days, sessions=sessions))
+            n_sessions = self.system.store.count_documents_tagged(SESSION_TAG)
+        runs = last_runs(self.dagster_home)
+        page = pages.overview(
+            stats, recent, days, sessions=sessions, runs=runs, n_sessions=n_sessions
+        )
+        return self._html(request, page)
 
     def timeline(self, request: Request) -> Response:
         params = request.query_params
         offset = _int(params.get("offset"), 0, 0, 10**9)
-        chosen = {k: params.get(k, "") for k in ("kind", "knowledge_type", "tag")}
+        chosen = {k: params.get(k, "") for k in ("kind", "knowledge_type", "tag", "space")}
         tags = [
             t for t in (chosen["tag"], SESSION_TAG if chosen["kind"] == "sessions" else "") if t
         ]
+        space = chosen["space"] or None
+        if space is not None and not self.system.spaces.reads(space):
+            # the same words whether or not such a space exists elsewhere in the store
+            message = f"This page reads {self.spaces}; {space!r} is not one of them."
+            return self._html(request, pages.problem("Not a space here", message, self.spaces), 404)
         with self._lock:
             docs = self.system.store.recent_documents(
                 PAGE_SIZE + 1,
@@ -192,8 +208,11 @@ class Viewer:
                 tags=tags,
                 without_tag=SESSION_TAG if chosen["kind"] == "documents" else None,
                 knowledge_type=chosen["knowledge_type"] or None,
+                space=space,
             )
-            sessions = self.system.store.documents_tagged([d.doc_id for d in docs], SESSION_TAG)
+            ids = [d.doc_id for d in docs]
+            sessions = self.system.store.documents_tagged(ids, SESSION_TAG)
+            spaces = self.system.store.spaces_of(ids) if self.space_names else {}
         page = pages.timeline(
             docs[:PAGE_SIZE],
             offset=offset,
@@ -202,6 +221,8 @@ class Viewer:
             chosen=chosen,
             sessions=sessions,
             kinds=[k.value for k in KnowledgeType],
+            space_names=self.space_names,
+            doc_spaces=spaces,
         )
         return self._html(request, page)
 
@@ -284,12 +305,20 @@ def _int(text: str | None, default: Any, low: int, high: int) -> Any:
         return default
 
 
-def build_app(system: MemorySystem, *, token: str, host: str, port: int) -> ASGIApp:
-    """The viewer over ``system``, behind ``Guard``."""
+def build_app(
+    system: MemorySystem,
+    *,
+    token: str,
+    host: str,
+    port: int,
+    dagster_home: Path | None = None,
+) -> ASGIApp:
+    """The viewer over ``system``, behind ``Guard``; the overview lists the last runs of
+    the pipeline whose Dagster home is ``dagster_home`` (``ui/runs.py``)."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    viewer = Viewer(system)
+    viewer = Viewer(system, dagster_home)
     handlers: list[tuple[str, Callable[[Request], Response]]] = [
         ("/", viewer.overview),
         ("/documents", viewer.timeline),

@@ -20,6 +20,7 @@ from memory_pipeline.memory.stats import SystemStats
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.store.handed import HandedRecord
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
+from memory_pipeline.ui.runs import STATUSES, PipelineRuns
 
 STYLE = """
 :root { color-scheme: light dark; --muted: #6b7280; --line: #d1d5db; --mark: #fde68a; }
@@ -121,19 +122,25 @@ def overview(
     today: dt.date | None = None,
     *,
     sessions: Collection[str] = (),
+    runs: PipelineRuns | None = None,
+    n_sessions: int | None = None,
 ) -> str:
+    """The memory at a glance; ``runs``: the pipeline's last runs, when asked for;
+    ``n_sessions``: how many of the documents are sessions, when counted."""
+    last = "" if runs is None else "<h2>The pipeline's last runs</h2>" + pipeline_runs(runs)
     if stats.documents == 0:
         return page(
             "Overview",
             '<div class="empty"><p>This memory holds nothing yet.</p><p>Put something in: '
             "<code>memory-pipeline ingest notes/*.md</code>, or let the agent capture its "
             "sessions (<code>memory-pipeline setup claude-code --hooks</code>). Then reload "
-            "this page.</p></div>",
+            "this page.</p></div>" + last,
             current="./",
             spaces=stats.spaces,
         )
     tiles = [
         ("documents", stats.documents),
+        *([("of them sessions", n_sessions)] if n_sessions is not None else []),
         ("chunks", stats.chunks),
         ("with importance", f"{stats.importance_share:.0%}"),
         ("tagged", f"{stats.tag_coverage:.0%}"),
@@ -166,6 +173,7 @@ def overview(
                 [[esc(kind), _num(n)] for kind, n in sorted(stats.redactions.items())],
             )
         )
+    body.append(last)
     body.append("<h2>Newest</h2>")
     body.append(documents_table(recent, sessions))
     body.append('<p><a href="documents">Every document, newest first</a></p>')
@@ -197,6 +205,22 @@ def _health(stats: SystemStats) -> str:
             said += "; the capture worker cannot run: memory-pipeline capture --status"
         rows.append(["captured sessions", esc(said)])
     return table(["", ""], rows)
+
+
+def pipeline_runs(runs: PipelineRuns) -> str:
+    """The pipeline's last runs, newest first (times in UTC), or why there are none."""
+    where = f'<p class="muted">Dagster home: {esc(shown(runs.home))}</p>' if runs.home else ""
+    if not runs.runs:
+        return f'<div class="empty"><p>{esc(runs.note)}</p>{where}</div>'
+    rows = [
+        [esc(run.job),
+         esc(STATUSES.get(run.status, run.status.lower())),
+         esc(f"{run.started or run.created:%Y-%m-%d %H:%M:%S}"),
+         "" if run.seconds is None else esc(f"{run.seconds:.1f} s"),
+         f"<code>{esc(run.run_id[:8])}</code>"]
+        for run in runs.runs
+    ]  # fmt: skip
+    return table(["job", "status", "started (UTC)", "took", "run"], rows) + where
 
 
 def growth(days: Iterable[tuple[str | None, dt.date, dt.date, int]]) -> list[tuple[dt.date, int]]:
@@ -290,17 +314,31 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def documents_table(docs: Sequence[DocumentInfo], sessions: Collection[str] = ()) -> str:
-    """Documents with their dates; those in ``sessions`` marked as sessions."""
-    return table(
-        ["date", "document", "knowledge type"],
-        [
-            [esc(_day(d.source_date, d.created_at)),
-             doc_link(d.doc_id, d.title) + (" <span class=muted>session</span>" if d.doc_id in sessions else ""),
-             esc(d.knowledge_type or "")]
-            for d in docs
-        ],
-    )  # fmt: skip
+def documents_table(
+    docs: Sequence[DocumentInfo],
+    sessions: Collection[str] = (),
+    spaces: Mapping[str, str] | None = None,
+) -> str:
+    """Documents with their dates; those in ``sessions`` marked as sessions; with a column
+    of their space when ``spaces`` names them."""
+    rows = [
+        [esc(_day(d.source_date, d.created_at)),
+         doc_link(d.doc_id, d.title) + (" <span class=muted>session</span>" if d.doc_id in sessions else ""),
+         esc(d.knowledge_type or "")]
+        + ([esc(spaces.get(d.doc_id, ""))] if spaces else [])
+        for d in docs
+    ]  # fmt: skip
+    return table(["date", "document", "knowledge type"] + (["space"] if spaces else []), rows)
+
+
+def _space_choice(names: Sequence[str], chosen: str) -> str:
+    if not names:
+        return ""
+    options = "".join(
+        f'<option value="{esc(v)}"{" selected" if chosen == v else ""}>{esc(v or "every space")}</option>'
+        for v in ["", *names]
+    )
+    return f'<label>in <select name="space">{options}</select></label>'
 
 
 def _day(source_date: dt.date | None, created_at: dt.datetime) -> str:
@@ -320,8 +358,12 @@ def timeline(
     chosen: dict[str, str],
     sessions: Collection[str] = (),
     kinds: Sequence[str] = (),
+    space_names: Sequence[str] = (),
+    doc_spaces: Mapping[str, str] | None = None,
 ) -> str:
-    """The documents newest first, ``chosen`` the filters (kind, knowledge_type, tag)."""
+    """The documents newest first, ``chosen`` the filters (kind, knowledge_type, tag,
+    space); ``space_names``: the spaces to choose from (none: one space, no choice), and
+    ``doc_spaces`` the space of each document listed."""
     options = "".join(
         f'<option value="{esc(v)}"{" selected" if chosen.get("kind", "") == v else ""}>{esc(n)}</option>'
         for v, n in KINDS.items()
@@ -336,12 +378,13 @@ def timeline(
         f'<label>Show <select name="kind">{options}</select></label>'
         f'<label>of <select name="knowledge_type">{types}</select></label>'
         f'<label>tagged <input name="tag" value="{esc(chosen.get("tag", ""))}" size="12"></label>'
+        f"{_space_choice(space_names, chosen.get('space', ''))}"
         "<button>Filter</button></form>"
     )
     if not docs and offset == 0:
         body = form + '<div class="empty"><p>No documents here.</p></div>'
     else:
-        body = form + documents_table(docs, sessions)
+        body = form + documents_table(docs, sessions, doc_spaces)
         if more:
             query = urlencode(
                 {**{k: v for k, v in chosen.items() if v}, "offset": offset + len(docs)}

@@ -30,6 +30,7 @@ from memory_pipeline.config import Settings, variable
 from memory_pipeline.evaluation.beir import default_eval_cache
 from memory_pipeline.evaluation.variants import DEFAULT_VARIANTS
 from memory_pipeline.spaces import SPACE_VARIABLE
+from memory_pipeline.ui.runs import HOME_ENV as DAGSTER_HOME_ENV
 
 #: A project's space (``spaces.project_space``: what its .mcp.json names, else its root's
 #: marked name): the help can only describe it.
@@ -93,6 +94,8 @@ def real_defaults() -> dict[str, Real]:
         "eval --turn-dates": Real(ingest.turn_dates, (variable("turn_dates"),)),
         "eval --turn-vectors": Real(ingest.turn_vectors, (variable("turn_vectors"),)),
         "serve --tools": Real(settings.serving.tools),
+        # the viewer's Dagster home: home_from(None) reads this variable
+        "ui --dagster-home": Real(f"${DAGSTER_HOME_ENV}"),
     }
     for command in ("search", "forget"):
         for name in ("time_weight", "freq_weight", "importance_threshold"):

@@ -19,6 +19,7 @@ from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.instance import POSTGRES_URL_ENV, write_instance
 from memory_pipeline.system import MemorySystem
+from memory_pipeline.ui.runs import last_runs
 from tests.conftest import make_settings
 from tests.test_pipeline_support import make_corpus
 
@@ -56,6 +57,13 @@ def test_the_ingest_job_runs_on_postgres_instance_storage(
             e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
         }
         assert {"documents", "chunks", "search_index"} <= materialized
+        # the viewer's overview reads the same run from PostgreSQL (ui/runs.py)
+        shown = last_runs(home)
+        assert shown.note == ""
+        assert [(r.run_id, r.job, r.status) for r in shown.runs] == [
+            (run.run_id, "ingest_sources", "SUCCESS")
+        ]
+        assert shown.runs[0].seconds is not None
     finally:
         instance.dispose()
     engine = sa.create_engine(pgvector_server.replace("/postgres?", f"/{name}?", 1))

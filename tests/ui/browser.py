@@ -114,7 +114,8 @@ def memory_env(folder: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("HYBRID_RAG_") and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+        if not k.startswith("HYBRID_RAG_")
+        and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "DAGSTER_HOME")
     }
     env.update(
         HOME=str(folder),  # its notes under ~/notes: no machine's path on a page
@@ -203,7 +204,11 @@ def main(out: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="ui-shots-") as tmp:
         folder = Path(tmp)
         sample_memory(folder)
-        with serving(folder) as viewer:
+        from tests.ui.pipeline_runs import failing_job, run_jobs, tidy_job
+
+        home = folder / "dagster_home"
+        run_jobs(home, [failing_job, tidy_job])
+        with serving(folder, "--dagster-home", str(home)) as viewer:
             page = dom(viewer.url("/documents"))
             doc = re.search(r'href="(documents/[0-9a-f]+)"', page)
             assert doc is not None

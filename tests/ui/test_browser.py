@@ -97,6 +97,22 @@ def test_the_block_a_session_started_with_is_listed(folder: Path) -> None:
     assert "Keep what the agent remembers separate from how it retrieves" in page
 
 
+def test_the_overview_lists_the_pipelines_last_runs(folder: Path, tmp_path: Path) -> None:
+    from tests.ui.pipeline_runs import failing_job, run_jobs, tidy_job
+
+    home = tmp_path / "dagster_home"
+    records = run_jobs(home, [tidy_job, failing_job])
+    with serving(folder, "--dagster-home", str(home)) as viewer:
+        page = dom(viewer.url("/"))
+    section = unescape(page).split("The pipeline's last runs", 1)[1].split("<h2>", 1)[0]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w ]+)</td>.*?<code>(\w+)</code>", section)
+    assert rows == [
+        (r.dagster_run.job_name, {"SUCCESS": "succeeded", "FAILURE": "failed"}[r.dagster_run.status.value], r.dagster_run.run_id[:8])
+        for r in records
+    ]  # fmt: skip
+    assert rows[0][0] == "failing_job"  # newest first
+
+
 def test_without_the_token_the_browser_gets_no_memory(folder: Path) -> None:
     with serving(folder) as viewer:
         page = dom(f"{viewer.base}/search?q=fusion")

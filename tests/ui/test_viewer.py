@@ -179,9 +179,62 @@ def test_a_page_bound_to_one_space_never_shows_another(tmp_path: Path) -> None:
             assert other.doc_id not in page, path
             todo += [urljoin("/", unescape(h)) for h in re.findall(r'href="([^"#]*)', page)]
         assert len(seen) > 5
+        asked = [client.get(f"/documents?space={name}") for name in ("theirs", "nobodys")]
+        assert [a.status_code for a in asked] == [404, 404]
+        assert asked[0].text.replace("theirs", "nobodys") == asked[1].text  # no hint either way
+        assert "zanzibar" not in asked[0].text.lower() and 'name="space"' not in seen_page(client)
         overview = client.get("/").text
         assert f"<b>{ours.counts()['documents']}</b>documents" in overview
         assert for_them["documents"] == 1
+    finally:
+        ours.close()
+
+
+def test_the_overview_counts_the_sessions_of_its_spaces_only(tmp_path: Path) -> None:
+    ours = _memory(tmp_path, space="ours")
+    theirs = ours.bound(ours.spaces.bound("theirs"))
+    try:
+        ours.ingest_text("A note, not a session.", "note")
+        for n in range(2):
+            ours.ingest_text(f"user: session {n} of ours", f"s{n}", {"tags": ["conversation"]})
+        for n in range(3):
+            theirs.ingest_text(f"user: their session {n}", f"t{n}", {"tags": ["conversation"]})
+        client = _client(ours)
+        client.cookies.set(cookie_name(PORT), TOKEN)
+        overview = client.get("/").text
+        assert "<b>3</b>documents" in overview and "<b>2</b>of them sessions" in overview
+        assert theirs.store.count_documents_tagged("conversation") == 3
+    finally:
+        ours.close()
+
+
+def seen_page(client: TestClient) -> str:
+    return client.get("/documents").text
+
+
+def test_a_page_reading_several_spaces_narrows_the_timeline_to_one(tmp_path: Path) -> None:
+    ours = _memory(tmp_path, space="ours")
+    reader = ours.bound(ours.spaces.bound("ours", also_read=["shared"]))
+    shared = ours.bound(ours.spaces.bound("shared"))
+    try:
+        mine = ours.ingest_text("Our own note about the deploy checklist.", title="ours note")
+        common = shared.ingest_text("A shared note about code review.", title="shared note")
+        shared.bound(shared.spaces.bound("hidden")).ingest_text(OTHER, title="Zanzibar ledger")
+        client = _client(reader)
+        client.cookies.set(cookie_name(PORT), TOKEN)
+        every = client.get("/documents").text
+        assert mine.doc_id in every and common.doc_id in every and "Zanzibar" not in every
+        assert '<option value="shared">shared</option>' in every
+        assert "<th>space</th>" in every
+        only = client.get("/documents?space=shared").text
+        assert common.doc_id in only and mine.doc_id not in only
+        assert '<option value="shared" selected>' in only
+        assert client.get("/documents?space=hidden").status_code == 404
+        assert [d.doc_id for d in reader.store.recent_documents(10, space="ours")] == [mine.doc_id]
+        assert reader.store.spaces_of([mine.doc_id, common.doc_id, "no-such-id"]) == {
+            mine.doc_id: "ours",
+            common.doc_id: "shared",
+        }
     finally:
         ours.close()
 
