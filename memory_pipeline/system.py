@@ -26,6 +26,7 @@ from memory_pipeline.memory.forgetting import ForgettingReport, run_forgetting_b
 from memory_pipeline.memory.health import HealthReport, index_health
 from memory_pipeline.memory.restore import RestoreReport, restore_archived
 from memory_pipeline.memory.scoring import MemoryParams
+from memory_pipeline.memory.scrub import Outcome as ScrubOutcome
 from memory_pipeline.memory.space_merge import MergeReport, Progress, merge_spaces
 from memory_pipeline.memory.stats import SystemStats, system_stats
 from memory_pipeline.metadata import (
@@ -296,6 +297,27 @@ class MemorySystem:
         """Bring archived chunks back (one selector), re-using their archived vectors."""
         parts = (self.store, self.writer, self.archive_file, self.embedder)
         return restore_archived(*parts, run_id=run_id, doc_id=doc_id, chunk_ids=chunk_ids)
+
+    def scrub(self, *, apply: bool = False, progress: Any = None) -> ScrubOutcome:
+        """Find the secrets and private spans this memory already holds in the spaces it
+        may change (``memory/scrub.py``); with ``apply``, take them out of every file."""
+        from memory_pipeline.hygiene.redactor import Redactor
+        from memory_pipeline.memory import scrub
+
+        allow = self.settings.ingest.redactor().allow  # found even with redaction off
+        where = scrub.Where(
+            store=self.store,
+            embedder=self.embedder,
+            updater=self.writer,
+            archive_file=self.archive_file,
+            capture_dir=self.settings.capture_dir,
+            redactor=Redactor(enabled=True, allow=allow),
+            indexing=self.settings.ingest.turn_indexing(),
+        )
+        plan = scrub.scan(where, progress=progress)
+        if not apply:
+            return ScrubOutcome(plan, applied=False)
+        return scrub.apply(where, plan, progress=progress)
 
     def merge_spaces(
         self, old: str, new: str, *, apply: bool = False, progress: Progress | None = None

@@ -25,6 +25,7 @@ from memory_pipeline.cli import forgetting as forgetting_cli
 from memory_pipeline.cli import imports as import_cli
 from memory_pipeline.cli import recall as recall_cli
 from memory_pipeline.cli import reports as report_cli
+from memory_pipeline.cli import scrub as scrub_cli
 from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.cli import spaces as spaces_cli
@@ -377,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_rebuild)
     report_cli.register(sub, [common], _system)
     forgetting_cli.register(sub, [common], _system)
+    scrub_cli.register(sub, [common], _system)
     sources_cli.register(sub, [common], _system)
     eval_cli.register(sub, [common], _system)
     alerts_cli.register(sub, [common])

@@ -107,6 +107,11 @@ class IndexUpdater(Protocol):
         """Everything again from the stored vectors and texts; never re-embeds."""
         ...
 
+    def drop_older(self) -> None:
+        """Keep on disk no index data but the published version's (a scrub, after its
+        rebuild: no earlier version's copy of a text it rewrote stays)."""
+        ...
+
 
 class DenseWriter(Protocol):
     """The dense side of one index version being written; nothing is visible until the

@@ -15,6 +15,7 @@ from memory_pipeline.store.merging import MergeQueries
 from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
 from memory_pipeline.store.rows import content_sha, now_utc
+from memory_pipeline.store.scrubbing import ScrubQueries
 from memory_pipeline.store.space_roots import SpaceRootQueries, SpaceSummary
 from memory_pipeline.store.vectors import VectorQueries
 
@@ -40,5 +41,6 @@ class Store(
     SpaceRootQueries,
     HandedQueries,
     MergeQueries,
+    ScrubQueries,
 ):
     """SQLAlchemy-backed store of documents, chunks, tags, vectors and index versions."""

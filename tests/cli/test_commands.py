@@ -58,6 +58,7 @@ DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
     "skipped_vectors", "truncated", "generated_at",
 }  # fmt: skip
+SCRUB_KEYS = {"spaces", "applied", "found", "by_kind", "changes", "places", "purged"}
 FORGET_KEYS = {
     "run_id", "dry_run", "params", "live_chunks", "candidates", "archived", "limit", "refused",
     "by_type", "examples", "archive_path", "index_version", "index_error", "timings_s",
@@ -132,6 +133,25 @@ def _forget_news(ctx: Ctx) -> None:
 
 def _ingest_unindexed(ctx: Ctx) -> None:
     assert main(argv_for(ctx, "ingest", "--no-index", str(ctx.dir / "new.md"))) == 0
+
+
+def _a_token() -> str:
+    """A GitHub token's shape, made here (the repository holds none)."""
+    import random
+    import string
+
+    return "ghp_" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=36))
+
+
+def _plant_secret(ctx: Ctx) -> None:
+    """A token in a stored chunk, as a memory filled before redaction holds one."""
+    _sql(ctx, f"UPDATE chunks SET content = content || ' push with {_a_token()}'")
+
+
+def _check_scrub(ctx: Ctx, out: dict[str, Any]) -> None:
+    assert out["by_kind"] == {"github-token": out["found"]} and out["found"] >= 3
+    assert out["changes"]["chunks"] == out["found"] and not out["applied"]
+    assert _a_token()[4:16] not in json.dumps(out)  # the kind and the place, never the value
 
 
 def _forget_dates(ctx: Ctx) -> None:
@@ -318,6 +338,15 @@ CASES: dict[str, Case] = {
         bad_args=("--score-threshold", "2"),
         bad_message="error: score_threshold must be a number in [0, 1], got 2",
         check=_check_forget,
+    ),
+    "scrub": Case(
+        args=("--json",),
+        stdout='"found"',
+        json_keys=SCRUB_KEYS,
+        before=_plant_secret,
+        bad_args=("--apply", "--dry-run"),
+        bad_message="not allowed with argument",
+        check=_check_scrub,
     ),
     "restore": Case(
         args=("--run-id", "{run_id}", "--json"),

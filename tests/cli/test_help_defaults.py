@@ -40,6 +40,7 @@ BEHAVIOUR = {
     "search --now": "today",
     "backfill-source-date --apply": "only show them",
     "forget --dry-run": "only report",
+    "scrub --dry-run": "only report",
     "sources sync paths": "every root",
     "eval --pooled": "a memory per conversation",
 }

@@ -239,6 +239,12 @@ class ChromaService:
     def close(self) -> None:
         """Nothing to release: the client's files close with the process."""
 
+    def drop_older(self) -> None:
+        """The BM25 partitions of earlier versions go; Chroma's own files keep what its
+        SQLite and segments keep of deleted collections (docs/hygiene.md)."""
+        found = read_current(self.root)
+        clean_stale(self.root, found[0].version if found else None, keep=1)
+
     def state(self) -> IndexState | None:
         found = read_current(self.root)
         if found is None:

@@ -90,6 +90,10 @@ class Service(Protocol):
         """A fresh copy holding only ``added``, swapped in once complete; returns its count."""
         ...
 
+    def drop_older(self) -> None:
+        """Remove what it keeps of earlier copies (``IndexUpdater.drop_older``)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -141,6 +145,10 @@ class QueuedIndex:
         started = time.perf_counter()
         with writer_lock(self.lock):
             return self._rebuild(started)
+
+    def drop_older(self) -> None:
+        with writer_lock(self.lock):
+            self.service.drop_older()
 
     def _rebuild(self, started: float) -> IndexUpdateResult:
         old = self.service.state()

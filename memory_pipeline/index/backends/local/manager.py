@@ -152,6 +152,13 @@ class IndexWriter:
         with _writing(self.root), v.writer_lock(self.root):
             return self._rebuild_locked(started)
 
+    def drop_older(self) -> None:
+        """Remove every version but the published one (and any crashed writer's folder);
+        a reader still on an older one keeps its open files."""
+        with v.writer_lock(self.root):
+            current = v.read_current(self.root)
+            v.clean_stale(self.root, current[0].version if current else None, keep=1)
+
     # ----------------------------------------------------------------- helpers
     def _rebuild_locked(self, started: float) -> IndexUpdateResult:
         with self.store.snapshot() as reads:

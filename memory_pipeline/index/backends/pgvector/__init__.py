@@ -247,6 +247,10 @@ class PgVectorIndex:
         n = view.manifest.n_dense if view else 0
         return IndexUpdateResult(state.version, "noop", 0, 0, n, n, time.perf_counter() - started)
 
+    def drop_older(self) -> None:
+        """Nothing on disk of its own: a rebuild replaced its tables, whose dead rows the
+        store's ``purge_freed`` removes (``VACUUM FULL``)."""
+
     def rebuild(self) -> IndexUpdateResult:
         """A fresh set of tables from every stored vector and text, swapped in by one
         commit; searches go on reading the old set while it is built. The swap waits for

@@ -118,6 +118,11 @@ class QdrantService:
     def close(self) -> None:
         self.engine.close()
 
+    def drop_older(self) -> None:
+        """A rebuild wrote a new collection and deleted the old one; what the Qdrant server
+        or engine still keeps of it (its segments until optimised, its write-ahead log) is
+        its own (docs/hygiene.md)."""
+
     def state(self) -> IndexState | None:
         found = self._read()
         return found[0] if found else None

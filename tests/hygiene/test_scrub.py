@@ -1,0 +1,206 @@
+"""Scrub: a memory filled with redaction off (by today's code: every transcript format,
+a markdown file, notes, some of them forgotten to the archive, a capture waiting in the
+spool) holds the hostile corpus's secrets; ``scrub`` lists each kind and place, never a
+value; ``scrub --apply`` leaves no byte of any of them in any file under the memory's
+folder (the database, its WAL, the index files, the BM25 term dictionaries, the archive,
+the spool), and the words around them are still found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from memory_pipeline import spool
+from memory_pipeline.config import Settings
+from memory_pipeline.embedding.base import HashingEmbedder
+from memory_pipeline.locations import capture_dir
+from memory_pipeline.memory.archive import iter_archive
+from memory_pipeline.system import MemorySystem
+from serving.harness import StoreLayout
+from tests.capture.helpers import cli
+from tests.hygiene.corpus import AROUND, Corpus, build
+from tests.hygiene.test_no_secret_stored import IMPORTS, leaks_in_files, leaks_in_terms, needles
+
+
+def run_ok(*args: str, env: dict[str, str]) -> str:
+    done = cli(*args, env=env)
+    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def scrub_json(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    return json.loads(run_ok("scrub", "--json", *args, env=env))
+
+
+def settings_of(layout: StoreLayout, **extra: Any) -> Settings:
+    return Settings(
+        db_path=layout.db,
+        index_path=layout.index,
+        archive_path=layout.archive,
+        model_cache=layout.root / "models",
+        model="hashing",
+        **extra,
+    )
+
+
+def fill(layout: StoreLayout, corpus: Corpus) -> dict[str, str]:
+    """The corpus in by every way, redaction off; some notes forgotten; a capture waiting."""
+    env = layout.env(HYBRID_RAG_REDACT="off")
+    for kind, shape in IMPORTS:
+        run_ok("import", kind, str(corpus.files[shape]), env=env)
+    run_ok("ingest", str(corpus.files["markdown"]), env=env)
+    texts = json.loads(corpus.files["texts"].read_text())
+    system = MemorySystem(settings_of(layout, redact="off"), embedder=HashingEmbedder())
+    try:
+        for text in texts:
+            system.ingest_text(text["text"], text["title"], {"importance": 0.05})
+        system.update_index()
+        # a conversation with a key a tool cut short goes to the archive too
+        with system.store.write() as w:
+            w.execute(sa.text(
+                "UPDATE chunks SET importance = 0.05 WHERE doc_id IN "
+                "(SELECT doc_id FROM chunks WHERE content LIKE '%attachment id_rsa%')"
+            ))  # fmt: skip
+        weights = system.settings.memory_params(importance_threshold=0.5)
+        report = system.run_forgetting_batch(
+            memory=weights, dry_run=False, force=True, grace_days=0, max_fraction=1.0
+        )
+        assert 0 < report.archived < report.live_chunks, report.render()
+    finally:
+        system.close()
+    session = corpus.files["claude_code"]
+    waiting = spool.Capture(
+        session.stem, str(session), "default", str(session.parent), "SessionEnd"
+    )
+    spool.write_pending(capture_dir(layout.db), waiting)
+    return env
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> tuple[StoreLayout, Corpus, dict[str, str]]:
+    corpus = build(tmp_path / "in")
+    layout = StoreLayout(tmp_path / "memory")
+    env = fill(layout, corpus)
+    assert leaks_in_files(layout.root, corpus), "the test means a memory that holds secrets"
+    return layout, corpus, env
+
+
+def test_scrub_lists_each_kind_and_place_then_apply_leaves_no_byte(
+    memory: tuple[StoreLayout, Corpus, dict[str, str]],
+) -> None:
+    layout, corpus, env = memory
+    archived_lines = sum(1 for _ in iter_archive(layout.archive / "chunks_archive.jsonl"))
+    before = scrub_json("--all-spaces", env=env)
+    text = run_ok("scrub", "--all-spaces", env=env)
+    for shown in (json.dumps(before), text):
+        assert not [what for piece, what in needles(corpus).items() if piece.decode() in shown]
+    assert before["found"] >= 40 and len(before["by_kind"]) >= 15, before["by_kind"]
+    assert before["changes"]["archive lines"] > 0 and before["changes"]["chunks"] > 0
+    archived = [p for p in before["places"] if p["place"].startswith("archive line")]
+    assert any(p["kind"] == "private-key" for p in archived)
+    assert "take them out with: memory-pipeline scrub --apply --all-spaces" in text
+
+    applied = scrub_json("--apply", "--all-spaces", env=env)
+    assert applied["applied"] and applied["found"] == before["found"]
+    assert leaks_in_files(layout.root, corpus) == []
+    assert leaks_in_terms(layout.index, corpus) == []
+    again = scrub_json("--all-spaces", env=env)
+    assert again["found"] == 0 and again["places"] == []
+
+    # nothing lost: every chunk, every archive line, the waiting capture; the words found
+    assert sum(1 for _ in iter_archive(layout.archive / "chunks_archive.jsonl")) == archived_lines
+    assert [p.suffix for p in capture_dir(layout.db).glob("*.capture")] == [".capture"]
+    system = MemorySystem(settings_of(layout), embedder=HashingEmbedder())
+    try:
+        request = system.settings.search_request(top_k=5, record_access=False)
+        hits = system.query(f"{AROUND} rollout config vault", request).hits
+        assert any(AROUND in hit.content for hit in hits)
+        assert system.index_health().healthy
+    finally:
+        system.close()
+
+
+def test_a_conversation_is_indexed_again_as_ingesting_indexed_it(tmp_path: Path) -> None:
+    """The turns' index texts and blended vectors ``scrub`` makes from the stored turns are
+    those ingesting made (a conversation with no secret, a turn long enough to be cut):
+    the texts equal, the vectors to float32 rounding."""
+    from memory_pipeline.memory.scrub import ChunkPlan, _fixes, _turns_again
+
+    corpus = build(tmp_path / "in")
+    layout = StoreLayout(tmp_path / "memory")
+    env = layout.env(HYBRID_RAG_MAX_CHUNK_SIZE="64", HYBRID_RAG_CHUNK_OVERLAP="8")
+    run_ok("import", "claude_code", str(corpus.files["claude_code"]), env=env)
+    long_turn = " ".join(f"word{n} of a long account of the rollout" for n in range(60))
+    session = {
+        "conversation_id": "long",
+        "title": "A long turn",
+        "sessions": [
+            {
+                "session_id": "1",
+                "date": "2025-06-01T10:00:00Z",
+                "turns": [
+                    {"speaker": "Ana", "text": "How did the rollout go?"},
+                    {"speaker": "Ben", "text": long_turn},
+                    {"speaker": "Ana", "text": "Thanks, that is clear."},
+                ],
+            }
+        ],
+    }
+    transcript = tmp_path / "long.json"
+    transcript.write_text(json.dumps(session))
+    run_ok("import", "transcript", str(transcript), env=env)
+    small = settings_of(layout, max_chunk_size=64, chunk_overlap=8)
+    system = MemorySystem(small, embedder=HashingEmbedder())
+    try:
+        chunks = list(system.store.stored_chunks())
+        docs: dict[str, list[Any]] = {}
+        for chunk in chunks:
+            docs.setdefault(chunk.doc_id, []).append(chunk)
+        engine = sa.create_engine(f"sqlite:///{layout.db}")
+        with engine.connect() as c:
+            stored = dict(c.execute(sa.text("SELECT chunk_id, vector FROM embeddings")).all())
+        engine.dispose()
+        indexing = system.settings.ingest.turn_indexing()
+        assert indexing.blend is not None
+        checked = 0
+        for doc_chunks in docs.values():
+            doc_chunks.sort(key=lambda c: c.chunk_index)
+            assert all(c.turns for c in doc_chunks)
+            contents = [c.content for c in doc_chunks]
+            texts, embeds = _turns_again(doc_chunks, contents, indexing)
+            assert texts == [c.index_text for c in doc_chunks]
+            plans = [
+                ChunkPlan(c.id, c.content, t, (), e)
+                for c, t, e in zip(doc_chunks, texts, embeds, strict=True)
+            ]
+            for fix in _fixes(system.embedder, plans):
+                made = np.frombuffer(fix.vector, dtype=np.float32)
+                kept = np.frombuffer(stored[fix.id], dtype=np.float32)
+                # the same sums, perhaps in another order: equal to float32 rounding
+                assert np.allclose(made, kept, rtol=0, atol=1e-6), fix.id
+                checked += 1
+        turn_ids = [json.loads(c.turns)[0]["turn_id"] for c in chunks]
+        assert len(turn_ids) > len(set(turn_ids)), "the test means a turn cut into parts"
+        assert checked == len(chunks) > 10
+    finally:
+        system.close()
+
+
+def test_a_memory_bound_to_one_space_scrubs_that_space_only(tmp_path: Path) -> None:
+    corpus = build(tmp_path / "in")
+    layout = StoreLayout(tmp_path / "memory")
+    env = layout.env(HYBRID_RAG_REDACT="off")
+    run_ok("ingest", str(corpus.files["markdown"]), "--space", "ours", env=env)
+    run_ok("ingest", str(corpus.files["markdown"]), "--space", "theirs", env=env)
+    ours = scrub_json("--space", "ours", env=env)
+    assert ours["found"] > 0 and ours["spaces"] == "space 'ours'"
+    assert all(p["place"].startswith("space ours,") for p in ours["places"])
+    theirs_before = scrub_json("--space", "theirs", env=env)
+    scrub_json("--apply", "--space", "ours", env=env)
+    assert scrub_json("--space", "ours", env=env)["found"] == 0
+    assert scrub_json("--space", "theirs", env=env) == theirs_before
