@@ -25,6 +25,7 @@ ASSET_KEYS = {
     "embeddings",
     "search_index",
     "forgetting_candidates",
+    "scrub_report",
     "retrieval_eval",
 }
 

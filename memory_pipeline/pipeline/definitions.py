@@ -20,6 +20,7 @@ from memory_pipeline.pipeline.ingestion import checks as ingestion_checks
 from memory_pipeline.pipeline.ingestion import jobs as ingestion_jobs
 from memory_pipeline.pipeline.ingestion import sensors as ingestion_sensors
 from memory_pipeline.pipeline.maintenance import assets as maintenance_assets
+from memory_pipeline.pipeline.maintenance import checks as maintenance_checks
 from memory_pipeline.pipeline.maintenance import jobs as maintenance_jobs
 from memory_pipeline.pipeline.maintenance import schedules as maintenance_schedules
 from memory_pipeline.pipeline.maintenance import sensors as maintenance_sensors
@@ -39,6 +40,7 @@ def build_definitions(env: Mapping[str, str]) -> dg.Definitions:
         asset_checks=[
             *ingestion_checks.build_checks(tag_coverage_floor=pipeline.tag_coverage_floor),
             *evaluation_checks.build_checks(margin=pipeline.eval_margin),
+            *maintenance_checks.CHECKS,
         ],
         jobs=[*ingestion_jobs.JOBS, *maintenance_jobs.JOBS, *evaluation_jobs.JOBS],
         sensors=[

@@ -48,14 +48,21 @@ def settings_of(layout: StoreLayout, **extra: Any) -> Settings:
     )
 
 
-def fill(layout: StoreLayout, corpus: Corpus) -> dict[str, str]:
-    """The corpus in by every way, redaction off; some notes forgotten; a capture waiting."""
-    env = layout.env(HYBRID_RAG_REDACT="off")
+def fill(layout: StoreLayout, corpus: Corpus, database_url: str = "") -> dict[str, str]:
+    """The corpus in by every way, redaction off; some notes forgotten; a capture waiting.
+    On PostgreSQL with pgvector when ``database_url`` is given."""
+    on_server = (
+        {"HYBRID_RAG_DATABASE_URL": database_url, "HYBRID_RAG_INDEX_BACKEND": "pgvector"}
+        if database_url
+        else {}
+    )
+    env = layout.env(HYBRID_RAG_REDACT="off", **on_server)
     for kind, shape in IMPORTS:
         run_ok("import", kind, str(corpus.files[shape]), env=env)
     run_ok("ingest", str(corpus.files["markdown"]), env=env)
     texts = json.loads(corpus.files["texts"].read_text())
-    system = MemorySystem(settings_of(layout, redact="off"), embedder=HashingEmbedder())
+    server = {"database_url": database_url, "backend": "pgvector"} if database_url else {}
+    system = MemorySystem(settings_of(layout, redact="off", **server), embedder=HashingEmbedder())
     try:
         for text in texts:
             system.ingest_text(text["text"], text["title"], {"importance": 0.05})
@@ -204,3 +211,57 @@ def test_a_memory_bound_to_one_space_scrubs_that_space_only(tmp_path: Path) -> N
     scrub_json("--apply", "--space", "ours", env=env)
     assert scrub_json("--space", "ours", env=env)["found"] == 0
     assert scrub_json("--space", "theirs", env=env) == theirs_before
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_scrub_on_postgresql_leaves_no_byte_in_its_rows_or_table_files(
+    tmp_path: Path, pgvector_url: str
+) -> None:
+    """Every row of every table read as text, then the database's own files (its folder
+    under ``base/``: tables, TOAST, indexes; not ``pg_wal``, which is beyond a scrub)."""
+    from tests.hygiene.test_no_secret_stored import _stored_rows
+
+    corpus = build(tmp_path / "in")
+    layout = StoreLayout(tmp_path / "memory")
+    env = fill(layout, corpus, pgvector_url)
+    wanted = {n.decode(): what for n, what in needles(corpus).items()}
+
+    def leaks_in_rows() -> list[str]:
+        return [
+            f"{t}: {w}"
+            for t, row in _stored_rows(pgvector_url)
+            for n, w in wanted.items()
+            if n in row
+        ]
+
+    def leaks_in_table_files() -> list[str]:
+        engine = sa.create_engine(pgvector_url)
+        try:
+            with engine.connect() as c:
+                home = Path(c.execute(sa.text("SHOW data_directory")).scalar_one())
+                oid = c.execute(
+                    sa.text("SELECT oid FROM pg_database WHERE datname = current_database()")
+                ).scalar_one()
+                c.execute(sa.text("CHECKPOINT"))  # what is in shared buffers reaches the files
+        finally:
+            engine.dispose()
+        return leaks_in_files(home / "base" / str(oid), corpus)
+
+    assert leaks_in_rows() and leaks_in_table_files(), "the test means a memory with secrets"
+    before = scrub_json("--all-spaces", env=env)
+    assert before["found"] >= 40 and len(before["by_kind"]) >= 15
+    applied = scrub_json("--apply", "--all-spaces", env=env)
+    assert any(line.startswith("PostgreSQL: VACUUM FULL") for line in applied["purged"])
+    assert leaks_in_rows() == []
+    assert leaks_in_table_files() == []
+    assert leaks_in_files(layout.root, corpus) == []  # the archive, the spool
+    assert scrub_json("--all-spaces", env=env)["found"] == 0
+    server = {"database_url": pgvector_url, "backend": "pgvector"}
+    system = MemorySystem(settings_of(layout, **server), embedder=HashingEmbedder())
+    try:
+        request = system.settings.search_request(top_k=5, record_access=False)
+        hits = system.query(f"{AROUND} rollout config vault", request).hits
+        assert any(AROUND in hit.content for hit in hits)
+    finally:
+        system.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from memory_pipeline.pipeline.definitions import build_definitions
 from memory_pipeline.pipeline.evaluation.assets import retrieval_eval
@@ -17,7 +18,8 @@ from memory_pipeline.pipeline.ingestion.assets import (
     search_index,
     source_files,
 )
-from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates
+from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates, scrub_report
+from memory_pipeline.pipeline.maintenance.checks import no_stored_secret
 from memory_pipeline.pipeline.resources import MemoryResource, SourcesResource
 from memory_pipeline.system import doc_id_for
 from tests.test_pipeline_support import ASSET_KEYS, Corpus, make_corpus
@@ -28,6 +30,7 @@ ALL = [
     embeddings,
     search_index,
     forgetting_candidates,
+    scrub_report,
     retrieval_eval,
 ]
 
@@ -121,6 +124,9 @@ def test_every_asset_materializes_and_records_chartable_metadata(corpus: Corpus)
     assert index["bm25_documents"] == chunks["chunks_total"] and index["index_size_bytes"] > 0
     assert index["model_id"] == "hashing-bow-384" and isinstance(index["seconds"], float)
 
+    scrubbed = meta(result, "scrub_report")  # redaction kept every secret out: none found
+    assert (scrubbed["dry_run"], scrubbed["found"], scrubbed["places"]) == (True, 0, 0)
+
     forget = meta(result, "forgetting_candidates")
     assert forget["dry_run"] is True and forget["archived"] == 0
     assert forget["live_chunks"] == chunks["chunks_total"]
@@ -203,6 +209,39 @@ def test_forgetting_runs_for_real_only_when_asked(corpus: Corpus, tmp_path: Path
     assert forget["dry_run"] is False and forget["archived"] == forget["candidates"] == 1
     archive = list((corpus.base / "archive").glob("*.jsonl"))
     assert archive and "BM25" in json.dumps(archive[0].read_text())
+
+
+def test_the_scrub_job_reports_then_takes_out_and_its_check_says_so(corpus: Corpus) -> None:
+    """A token stored before redaction: the dry run counts it by kind and the check fails;
+    launched with dry_run: false it is taken out, and the check passes."""
+    import random
+    import string
+
+    res = resources(corpus)
+    assert dg.materialize(ALL[:4], resources=res, instance=dg.DagsterInstance.ephemeral()).success
+    token = "ghp_" + "".join(random.Random(3).choices(string.ascii_letters + string.digits, k=36))
+    memory: MemoryResource = res["memory"]
+    with memory.system().store.write() as s:
+        s.execute(sa.text(f"UPDATE chunks SET content = content || ' {token}' WHERE id = 1"))
+
+    def scrub(dry_run: bool) -> tuple[dict[str, Any], dg.AssetCheckEvaluation]:
+        result = dg.materialize(
+            [scrub_report, no_stored_secret],
+            resources=res,
+            run_config={"ops": {"scrub_report": {"config": {"dry_run": dry_run}}}},
+            instance=dg.DagsterInstance.ephemeral(),
+            raise_on_error=False,
+        )
+        [check] = result.get_asset_check_evaluations()
+        return meta(result, "scrub_report"), check
+
+    report, check = scrub(dry_run=True)
+    assert (report["dry_run"], report["found"], report["found_github_token"]) == (True, 1, 1)
+    assert token[4:] not in json.dumps(report) and "github-token" in report["where"]
+    assert not check.passed and "memory-pipeline scrub --apply" in (check.description or "")
+    report, check = scrub(dry_run=False)
+    assert (report["dry_run"], report["found"]) == (False, 1) and check.passed
+    assert token not in memory.system().store.get_chunks([1])[1].content
 
 
 def test_no_sources_file_is_an_empty_plan_not_a_failure(corpus: Corpus) -> None:

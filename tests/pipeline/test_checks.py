@@ -54,7 +54,8 @@ def test_every_check_passes_on_a_clean_memory(corpus: Corpus) -> None:
     }
     assert all(e.passed for e in found.values())
     health = checks(run(corpus, "health_checks"))
-    assert all(e.passed for e in health.values()) and len(health) == 5
+    assert all(e.passed for e in health.values()) and len(health) == 6
+    assert health["no_stored_secret"].metadata["found"].value == 0
     meta = health["index_consistency"].metadata
     assert meta["debris"].value == 0 and meta["gaps"].value == 0
     assert meta["problems_in_index"].value == 0 and "index" not in meta

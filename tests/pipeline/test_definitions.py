@@ -40,8 +40,10 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule(
         ("embeddings", "vectors_valid"),
         ("search_index", "index_consistency"),
         ("retrieval_eval", "eval_regression"),
+        ("scrub_report", "no_stored_secret"),
     }
-    jobs = {"ingest_sources", "update_index", "forgetting", "health_checks", "evaluate_retrieval"}
+    jobs = {"ingest_sources", "update_index", "forgetting", "scrub", "health_checks"}
+    jobs.add("evaluate_retrieval")
     for name in jobs:
         assert defs.resolve_job_def(name).executor_def is dg.in_process_executor
     for name in ("source_files_sensor", "pending_index_sensor"):

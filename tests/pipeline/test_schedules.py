@@ -61,4 +61,5 @@ def test_the_health_job_runs_every_check_and_materializes_nothing(tmp_path: Path
         "tagging_coverage",
         "vectors_valid",
         "index_consistency",
+        "no_stored_secret",
     }

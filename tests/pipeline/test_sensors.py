@@ -361,7 +361,7 @@ def test_pending_index_sensor_rebuilds_an_index_made_by_older_token_rules(
     system.close()
 
 
-def test_the_first_publication_asks_for_one_evaluation_and_one_forgetting_report(
+def test_the_first_publication_asks_for_one_evaluation_forgetting_and_scrub_report(
     corpus: Corpus, instance: dg.DagsterInstance
 ) -> None:
     before = tick(first_publication_sensor, corpus, instance, None)
@@ -376,8 +376,10 @@ def test_the_first_publication_asks_for_one_evaluation_and_one_forgetting_report
         assert job.execute_in_process(run_config=request.run_config, instance=instance).success
 
     first = tick(first_publication_sensor, corpus, instance, None)
-    [evaluate] = only_requests(first)
-    assert evaluate.job_name == "evaluate_retrieval"
+    [evaluate, scrub] = only_requests(first)
+    assert (evaluate.job_name, scrub.job_name) == ("evaluate_retrieval", "scrub")
+    assert scrub.run_config["ops"]["scrub_report"] == {"config": {"dry_run": True}}
+    launch(scrub)  # a dry run: no model, asked for at once
     # While the evaluation runs, the report waits (one model load at a time).
     job = defs.resolve_job_def("evaluate_retrieval")
     running = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
@@ -395,10 +397,12 @@ def test_the_first_publication_asks_for_one_evaluation_and_one_forgetting_report
     launch(report)
     after = tick(first_publication_sensor, corpus, instance, None)
     assert isinstance(after, dg.SkipReason)
-    assert after.skip_message == "evaluated before; forgetting reported before"
+    assert after.skip_message == (
+        "evaluated before; forgetting reported before; scrub reported before"
+    )
 
 
-def test_the_first_publication_without_a_golden_set_only_reports_forgetting(
+def test_the_first_publication_without_a_golden_set_reports_forgetting_and_scrub(
     corpus: Corpus, instance: dg.DagsterInstance
 ) -> None:
     (corpus.base / "golden.yaml").unlink()
@@ -406,7 +410,7 @@ def test_the_first_publication_without_a_golden_set_only_reports_forgetting(
     assert run_request(corpus, instance, ingest).success
     result = tick(first_publication_sensor, corpus, instance, None)
     assert isinstance(result, dg.SensorResult)
-    assert [r.job_name for r in result.run_requests or []] == ["forgetting"]
+    assert [r.job_name for r in result.run_requests or []] == ["forgetting", "scrub"]
 
 
 def test_with_a_space_set_the_sensor_asset_and_check_look_where_the_run_wrote(

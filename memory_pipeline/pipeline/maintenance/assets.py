@@ -1,6 +1,8 @@
-"""Maintenance assets: the forgetting report (a dry run unless a person asks otherwise)."""
+"""Maintenance assets: the forgetting report and the scrub report (each a dry run unless a
+person asks otherwise)."""
 
 import datetime as dt
+import time
 
 import dagster as dg
 
@@ -126,4 +128,51 @@ def _golden_cost(
     return out
 
 
-ASSETS = [forgetting_candidates]
+class ScrubConfig(dg.Config):
+    """The scrub's one knob: ``dry_run: false`` takes out what it finds (``memory/scrub.py``)."""
+
+    dry_run: bool = True
+
+
+#: Places the scrub report lists (kind and place, never a value); the rest are counted.
+SCRUB_PLACES_SHOWN = 50
+
+
+@dg.asset(
+    deps=["chunks"],
+    group_name=GROUP,
+    kinds={"python"},
+    # A real scrub rewrites chunks and rebuilds the index: it queues behind index writers.
+    pool=INDEX_POOL,
+    description="Secrets and <private> spans the memory already holds, by kind and place "
+    "(never a value). A dry run by default; `dry_run: false` takes them out of every file "
+    "(memory-pipeline scrub --apply).",
+)
+def scrub_report(
+    context: dg.AssetExecutionContext, config: ScrubConfig, memory: MemoryResource
+) -> dg.MaterializeResult:
+    started = time.perf_counter()
+    outcome = memory.system().scrub(apply=not config.dry_run)
+    plan = outcome.plan
+    by_kind = dict(sorted(plan.by_kind.items()))
+    context.log.info(
+        f"scrub ({'dry run' if config.dry_run else 'applied'}): {sum(by_kind.values())} found"
+    )
+    rows = [f"| {f.kind} | {f.place} | {f.count} |" for f in plan.findings[:SCRUB_PLACES_SHOWN]]
+    table = "| kind | where | times |\n|---|---|---|\n" + "\n".join(rows)
+    return dg.MaterializeResult(
+        metadata={
+            "dry_run": config.dry_run,
+            "found": sum(by_kind.values()),
+            "places": len(plan.findings),
+            **{f"found_{kind.replace('-', '_')}": n for kind, n in by_kind.items()},
+            "by_kind": dg.MetadataValue.json(by_kind),
+            "changes": dg.MetadataValue.json(plan.places),
+            "where": dg.MetadataValue.md(table if rows else "_nothing found_"),
+            "purged": dg.MetadataValue.md("\n".join(f"- {p}" for p in outcome.purged) or "_no_"),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    )
+
+
+ASSETS = [forgetting_candidates, scrub_report]

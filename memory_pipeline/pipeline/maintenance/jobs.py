@@ -8,7 +8,7 @@ from memory_pipeline.pipeline.ingestion.assets import (
     search_index,
     source_files,
 )
-from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates
+from memory_pipeline.pipeline.maintenance.assets import forgetting_candidates, scrub_report
 from memory_pipeline.pipeline.tags import WRITER_TAG
 
 forgetting_job = dg.define_asset_job(
@@ -19,13 +19,23 @@ forgetting_job = dg.define_asset_job(
     tags={WRITER_TAG: "forgetting"},
 )
 
-# Checks only: no asset is rematerialized, every check of the ingestion assets runs.
+scrub_job = dg.define_asset_job(
+    "scrub",
+    selection=dg.AssetSelection.assets(scrub_report),
+    description="Find the secrets and <private> spans the memory already holds (kind and "
+    "place, never a value). A dry run unless launched with "
+    "`ops.scrub_report.config.dry_run: false` (then it takes them out of every file).",
+    tags={WRITER_TAG: "scrub"},
+)
+
+# Checks only: no asset is rematerialized, every check of the memory's assets runs.
 health_job = dg.define_asset_job(
     "health_checks",
     selection=dg.AssetSelection.checks_for_assets(
-        source_files, documents_and_chunks, embeddings, search_index
+        source_files, documents_and_chunks, embeddings, search_index, scrub_report
     ),
-    description="Every asset check of the memory (consistency, vectors, tagging, sources).",
+    description="Every asset check of the memory (consistency, vectors, tagging, sources, "
+    "no stored secret).",
 )
 
-JOBS = [forgetting_job, health_job]
+JOBS = [forgetting_job, scrub_job, health_job]

@@ -1,12 +1,15 @@
-"""The first start: once an index is published, evaluate it and report what would be forgotten.
+"""The first start: once an index is published, evaluate it, report what would be forgotten
+and what stored secrets a scrub would take out.
 
 ``retrieval_eval`` runs nightly and ``forgetting_candidates`` weekly, so a fresh
 ``make run`` would show both as never materialized (and ``eval_regression`` as
 never executed) for up to a week. ``first_publication_sensor`` asks for each one
 as soon as ``search_index`` has been materialized and the asset itself never has —
 the report after the evaluation run, so the two do not load the model side by
-side; from then on the schedules take over. The run key names the publishing run, so a
-first run that failed is asked again after the next publication, never in a loop.
+side; a dry-run scrub report (``scrub_report``: no model) is asked for at once. From
+then on the schedules take over (the scrub's check runs with the health checks). The run
+key names the publishing run, so a first run that failed is asked again after the next
+publication, never in a loop.
 """
 
 from __future__ import annotations
@@ -16,21 +19,23 @@ import dagster as dg
 from memory_pipeline.pipeline.evaluation.jobs import evaluation_job
 from memory_pipeline.pipeline.evaluation.resources import EvaluationResource
 from memory_pipeline.pipeline.ingestion.sensors import active_runs
-from memory_pipeline.pipeline.maintenance.jobs import forgetting_job
+from memory_pipeline.pipeline.maintenance.jobs import forgetting_job, scrub_job
 
 INTERVAL_SECONDS = 30
 INDEX = dg.AssetKey("search_index")
 EVALUATION = dg.AssetKey("retrieval_eval")
 FORGETTING = dg.AssetKey("forgetting_candidates")
+SCRUB = dg.AssetKey("scrub_report")
 
 
 @dg.sensor(
     name="first_publication_sensor",
-    jobs=[evaluation_job, forgetting_job],
+    jobs=[evaluation_job, forgetting_job, scrub_job],
     minimum_interval_seconds=INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After the first index publication: one evaluation of the golden set and one "
-    "dry-run forgetting report, so nothing waits for its schedule to be seen at all.",
+    "dry-run forgetting report and one dry-run scrub report, so nothing waits for its "
+    "schedule to be seen at all.",
 )
 def first_publication_sensor(
     context: dg.SensorEvaluationContext, evaluation: EvaluationResource
@@ -66,6 +71,20 @@ def first_publication_sensor(
                 job_name=forgetting_job.name,
                 # A report only, whatever the schedule is configured to do.
                 run_config={"ops": {"forgetting_candidates": {"config": {"dry_run": True}}}},
+                tags={
+                    "memory_pipeline/reason": "first index publication",
+                    "memory_pipeline/dry_run": "true",
+                },
+            )
+        )
+    if instance.get_latest_materialization_event(SCRUB) is not None:
+        notes.append("scrub reported before")
+    elif not active_runs(instance, [scrub_job.name]):
+        requests.append(
+            dg.RunRequest(
+                run_key=f"first-scrub-report-{published.run_id}",
+                job_name=scrub_job.name,
+                run_config={"ops": {"scrub_report": {"config": {"dry_run": True}}}},
                 tags={
                     "memory_pipeline/reason": "first index publication",
                     "memory_pipeline/dry_run": "true",
