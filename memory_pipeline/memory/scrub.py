@@ -421,9 +421,10 @@ def apply(where: Where, plan: Plan, *, progress: Callable[[str], None] | None = 
     where.updater.rebuild()
     where.updater.drop_older()
     say("database files")
-    purged = where.store.purge_freed()
-    where.mark.unlink(missing_ok=True)
-    fsync_dir(where.mark.parent)
+    purged, whole = where.store.purge_freed()
+    if whole:  # else the mark stays: the next run purges again
+        where.mark.unlink(missing_ok=True)
+        fsync_dir(where.mark.parent)
     return Outcome(plan, applied=True, purged=purged)
 
 

@@ -142,6 +142,8 @@ class ScrubQueries(StoreBase):
         ids = [fix.id for fix in change.chunks]
         with self.write() as s:
             conn = s.connection()
+            if self.backend == "sqlite":  # a page rewritten keeps no old bytes in its free space
+                conn.exec_driver_sql("PRAGMA secure_delete = ON")
             if ids:
                 self.lock_index(conn)
             for batch in _batched(ids):
@@ -192,9 +194,10 @@ class ScrubQueries(StoreBase):
                     .values(query=record.query, block=record.block, hits=record.hits)
                 )
 
-    def purge_freed(self) -> list[str]:
+    def purge_freed(self) -> tuple[list[str], bool]:
         """Rewrite the database's files so that no freed page keeps an earlier text; what
-        was done, one line each. SQLite: the write-ahead log checkpointed and truncated,
+        was done, one line each, and whether all of it was (a reader that holds SQLite's
+        write-ahead log open through every try keeps it from being truncated). SQLite: the write-ahead log checkpointed and truncated,
         then ``VACUUM`` (a fresh copy of the live pages only), then truncated again.
         PostgreSQL: ``VACUUM FULL`` of the tables a scrub rewrites (fresh table files;
         the old ones are removed) and a ``CHECKPOINT``; what its write-ahead log and any
@@ -207,15 +210,20 @@ class ScrubQueries(StoreBase):
                 db_file, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, isolation_level=None
             )
             try:
+                conn.execute("PRAGMA secure_delete = ON")
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 conn.execute("VACUUM")
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                for _ in range(CHECKPOINT_TRIES):  # each waits out readers (busy timeout)
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    if not busy:
+                        break
             finally:
                 conn.close()
             done.append(
                 "SQLite: VACUUM, write-ahead log truncated"
-                + (" (a reader held it: run scrub --apply again)" if busy else "")
+                + (" (not yet: a reader held it; run scrub --apply again)" if busy else "")
             )
+            return done, not busy
         elif self.backend == "postgresql":
             with self.engine.connect() as c:
                 c = c.execution_options(isolation_level="AUTOCOMMIT")
@@ -230,9 +238,11 @@ class ScrubQueries(StoreBase):
                 except sa.exc.DBAPIError:
                     said += " (CHECKPOINT not permitted to this role)"
                 done.append(said)
-        return done
+        return done, True
 
 
+#: Checkpoints tried after the VACUUM, each waiting out readers up to the busy timeout.
+CHECKPOINT_TRIES = 3
 #: The tables whose rows a scrub rewrites.
 SCRUBBED = {"chunks", "documents", "chunk_tags", "embeddings", "handed"}
 

@@ -265,3 +265,59 @@ def test_scrub_on_postgresql_leaves_no_byte_in_its_rows_or_table_files(
         assert any(AROUND in hit.content for hit in hits)
     finally:
         system.close()
+
+
+def test_a_search_during_a_scrub_reads_a_chunk_whole_and_never_a_scrubbed_secret(
+    memory: tuple[StoreLayout, Corpus, dict[str, str]],
+) -> None:
+    """Searches run while ``scrub --apply`` works: each hit's text is the chunk as it was or
+    as it is after, never a mix; once its transaction has committed (it says ``index`` next),
+    no hit holds a piece of a secret."""
+    import subprocess
+    import threading
+
+    from tests.capture.helpers import command
+
+    layout, corpus, env = memory
+    system = MemorySystem(settings_of(layout), embedder=HashingEmbedder())
+    pieces = [p.decode() for p in needles(corpus)]
+    try:
+        before = {c.id: c.content for c in system.store.stored_chunks()}
+        request = system.settings.search_request(top_k=10, record_access=False)
+        process = subprocess.Popen(
+            command("scrub", "--apply", "--all-spaces"),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        committed = threading.Event()
+
+        def watch() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                if line.startswith("scrub: index"):
+                    committed.set()
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        seen: list[tuple[bool, int, str]] = []
+        queries = [f"{AROUND} token key", "export TOKEN password", "private key attachment"]
+        while process.poll() is None:
+            after_commit = committed.is_set()
+            for query in queries:
+                seen += [
+                    (after_commit, h.chunk_id, h.content) for h in system.query(query, request).hits
+                ]
+        process.wait(timeout=60)
+        watcher.join(timeout=10)
+        assert process.returncode == 0 and committed.is_set()
+        now = {c.id: c.content for c in system.store.stored_chunks()}
+        assert len(seen) > 20 and any(not after for after, _, _ in seen)
+        for after_commit, chunk_id, content in seen:
+            assert content in (before[chunk_id], now[chunk_id]), chunk_id  # whole, old or new
+            if after_commit:
+                assert not [p for p in pieces if p in content], chunk_id
+    finally:
+        system.close()
+    assert leaks_in_files(layout.root, corpus) == []  # the readers did not keep the old pages
