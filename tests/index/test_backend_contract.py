@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import tantivy
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.errors import ModelMismatchError
+from memory_pipeline.index.backends.local.sparse_files import BODY_FIELD
 from memory_pipeline.index.tokenizer import tokenize
 from memory_pipeline.memory.forgetting import ForgettingReport
 from memory_pipeline.spaces import Spaces
@@ -413,3 +415,42 @@ def test_a_space_beside_another_finds_its_new_notes(open_memory: Factory) -> Non
         assert "owls" not in _titles(server, "owls hunt night forest", top_k=20)
     finally:
         server.close()
+
+
+def test_a_scrub_takes_a_stored_secret_out_of_what_the_backend_serves(
+    open_memory: Factory, backend: str, tmp_path: Path
+) -> None:
+    """A token stored with redaction off is found by its words; after ``scrub --apply``
+    the store, every hit and (for the backends that keep index files in the memory's
+    folder) every index file hold none of it, and the rest is still found."""
+    import random
+    import string
+
+    token = "ghp_" + "".join(random.Random(11).choices(string.ascii_letters + string.digits, k=36))
+    memory = open_memory(redact="off")
+    memory.ingest_text(f"The deploy key for the harbour service is {token} today.", "deploy")
+    memory.ingest_text("The harbour service restarts nightly.", "restarts")
+    memory.update_index()
+    request = memory.settings.search_request(top_k=5, record_access=False)
+    assert any(token in h.content for h in memory.query(f"harbour deploy {token}", request).hits)
+    core = token[4:16]
+
+    def leaks() -> list[str]:
+        """Files under the memory's folder holding a piece of it, and BM25 terms (stored
+        compressed: read term by term) that are."""
+        files = [p for p in (tmp_path / "a").rglob("*") if p.is_file()]
+        assert files or backend == "pgvector"  # whose index lives in the database
+        found = [str(p.relative_to(tmp_path)) for p in files if core.encode() in p.read_bytes()]
+        for folder in {p.parent for p in files if p.suffix == ".term"}:
+            terms = tantivy.Index.open(str(folder)).searcher().terms_with_prefix(BODY_FIELD, "")
+            found += [f"{folder.name}: {t}" for t, _ in terms if core.lower() in t]
+        return found
+
+    assert leaks() or backend == "pgvector", "the test means files that hold it"
+    outcome = memory.scrub(apply=True)
+    assert outcome.applied and dict(outcome.plan.by_kind) == {"github-token": 1}
+    hits = memory.query(f"harbour deploy key {token}", request).hits
+    assert hits and not [h for h in hits if token in h.content]
+    assert any("[secret: github-token]" in h.content for h in hits)
+    assert not memory.scrub().plan
+    assert leaks() == []
