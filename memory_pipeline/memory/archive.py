@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import fcntl
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -179,10 +180,30 @@ class ArchiveAppender:
 
 
 @contextmanager
+def archive_lock(path: Path) -> Iterator[None]:
+    """Held while the archive at ``path`` is appended to or rewritten whole (a scrub): an
+    append lands before a rewrite reads the file or after it renamed the new one in, never
+    in between. A lock file beside it (``flock``: released if its holder dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "ab") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
 def append_to_archive(path: Path) -> Iterator[ArchiveAppender]:
     """Append lines durably: file data fsynced, and its folder too when the file is new."""
     new_dirs = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
+    with archive_lock(path), _appending(path, new_dirs) as appender:
+        yield appender
+
+
+@contextmanager
+def _appending(path: Path, new_dirs: list[Path]) -> Iterator[ArchiveAppender]:
     created = not path.exists()
     with open(path, "ab") as fh:
         # A run killed mid-write leaves a partial last line: never glue a record onto it.

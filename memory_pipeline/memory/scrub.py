@@ -44,7 +44,12 @@ from memory_pipeline.ingest.turns import (
     own_text,
 )
 from memory_pipeline.ingest.turns import index_text as turn_index_text
-from memory_pipeline.memory.archive import encode_vector, iter_archive, record_space
+from memory_pipeline.memory.archive import (
+    archive_lock,
+    encode_vector,
+    iter_archive,
+    record_space,
+)
 from memory_pipeline.store import content_sha
 from memory_pipeline.store.rows import turns_from
 from memory_pipeline.store.scrubbing import (
@@ -469,8 +474,12 @@ def _fixes(embedder: Embedder, chunks: list[ChunkPlan]) -> list[ChunkFix]:
 def _rewrite_archive(where: Where, changed: Iterable[tuple[int, str]]) -> None:
     """The archive with ``changed`` lines (number → new text), the rest byte for byte;
     a changed record's vector made again from its new text. Written aside, then renamed."""
+    with archive_lock(where.archive_file):
+        _rewrite_archive_locked(where, dict(changed))
+
+
+def _rewrite_archive_locked(where: Where, new: dict[int, str]) -> None:
     path = where.archive_file
-    new = dict(changed)
     lines = path.read_bytes().split(b"\n")
     out = []
     for number, raw in enumerate(lines, 1):

@@ -20,6 +20,7 @@ from memory_pipeline.config import Settings
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.locations import capture_dir
 from memory_pipeline.memory.archive import iter_archive
+from memory_pipeline.spaces import Spaces
 from memory_pipeline.system import MemorySystem
 from serving.harness import StoreLayout
 from tests.capture.helpers import cli
@@ -321,3 +322,42 @@ def test_a_search_during_a_scrub_reads_a_chunk_whole_and_never_a_scrubbed_secret
     finally:
         system.close()
     assert leaks_in_files(layout.root, corpus) == []  # the readers did not keep the old pages
+
+
+def test_the_archive_is_rewritten_under_the_lock_its_appends_take(
+    memory: tuple[StoreLayout, Corpus, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forgetting run appending while a scrub rewrites the archive would lose its lines
+    if the rewrite read the file, the run appended, then the rewrite renamed its copy in:
+    both take the archive's lock, held by the rewrite from its read to its rename."""
+    import fcntl
+    import os
+
+    from memory_pipeline.memory import scrub as scrub_module
+
+    layout, _corpus, _env = memory
+    archive = layout.archive / "chunks_archive.jsonl"
+    renamed: list[bool] = []
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(dst) == archive:
+            with open(archive.with_name(archive.name + ".lock"), "ab") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    renamed.append(True)  # held: an append waits for the rename
+                else:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+                    renamed.append(False)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(scrub_module.os, "replace", replace)
+    system = MemorySystem(settings_of(layout), embedder=HashingEmbedder()).bound(
+        Spaces.everything()
+    )
+    try:
+        assert system.scrub(apply=True).plan.archive
+    finally:
+        system.close()
+    assert renamed == [True]
