@@ -11,9 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from mcp import Client
 
 from memory_pipeline import spool
 from memory_pipeline.config import Settings
@@ -22,7 +24,7 @@ from memory_pipeline.locations import capture_dir
 from memory_pipeline.memory.archive import iter_archive
 from memory_pipeline.spaces import Spaces
 from memory_pipeline.system import MemorySystem
-from serving.harness import StoreLayout
+from serving.harness import StoreLayout, stdio_params, structured
 from tests.capture.helpers import cli
 from tests.hygiene.corpus import AROUND, Corpus, build
 from tests.hygiene.test_no_secret_stored import IMPORTS, leaks_in_files, leaks_in_terms, needles
@@ -49,8 +51,23 @@ def settings_of(layout: StoreLayout, **extra: Any) -> Settings:
     )
 
 
+async def notes_over_mcp(env: dict[str, str], layout: StoreLayout, texts: list[Any]) -> None:
+    """Each note through a real stdio MCP client's ``ingest_text``."""
+    async with Client(stdio_params(env, layout.docs)) as client:
+        for text in texts:
+            note = {
+                **text,
+                "text": f"{text['text']}\n\nNoted by the agent.",
+                "title": f"{text['title']} (agent)",
+            }
+            result = structured(await client.call_tool("ingest_text", note))
+            assert result["results"][0]["status"] == "ingested", result
+
+
 def fill(layout: StoreLayout, corpus: Corpus, database_url: str = "") -> dict[str, str]:
-    """The corpus in by every way, redaction off; some notes forgotten; a capture waiting.
+    """The corpus in by every way, redaction off: every transcript format imported, a file
+    ingested, notes over a real stdio MCP client and through the Python API (those
+    forgotten to the archive, with a conversation); a capture waiting.
     On PostgreSQL with pgvector when ``database_url`` is given."""
     on_server = (
         {"HYBRID_RAG_DATABASE_URL": database_url, "HYBRID_RAG_INDEX_BACKEND": "pgvector"}
@@ -62,6 +79,7 @@ def fill(layout: StoreLayout, corpus: Corpus, database_url: str = "") -> dict[st
         run_ok("import", kind, str(corpus.files[shape]), env=env)
     run_ok("ingest", str(corpus.files["markdown"]), env=env)
     texts = json.loads(corpus.files["texts"].read_text())
+    anyio.run(notes_over_mcp, env, layout, texts)  # the agent's notes, as the agent stores them
     server = {"database_url": database_url, "backend": "pgvector"} if database_url else {}
     system = MemorySystem(settings_of(layout, redact="off", **server), embedder=HashingEmbedder())
     try:
