@@ -180,6 +180,7 @@ def test_dagster_dev_serves_the_pipeline_and_runs_the_ingest_job(
         "vectors_valid",
         "index_consistency",
         "eval_regression",
+        "no_stored_secret",
     }
 
     sensors = server.graphql(SENSORS, repo=REPO_SELECTOR)["sensorsOrError"]["results"]
