@@ -41,6 +41,7 @@ from memory_pipeline.search.cross_encoder import Reranker, load_reranker
 from memory_pipeline.search.params import SearchRequest
 from memory_pipeline.search.pipeline import HybridSearcher
 from memory_pipeline.spaces import Spaces
+from memory_pipeline.store.history import Change
 from memory_pipeline.store.opening import Opening, open_store
 from memory_pipeline.types import (
     ChunkRecord,
@@ -369,8 +370,11 @@ class MemorySystem:
         )
 
     # --------------------------------------------------------------- documents
-    def delete_document(self, doc_id: str, *, update_index: bool = False) -> int:
-        removed = self.store.delete_document(check_doc_id(doc_id))
+    def delete_document(
+        self, doc_id: str, *, update_index: bool = False, actor: str = "api"
+    ) -> int:
+        """Delete a document (recorded with ``actor``: ``store/history.py``); chunks removed."""
+        removed = self.store.delete_document(check_doc_id(doc_id), actor=actor)
         if update_index:
             self.update_index()
         return removed
@@ -396,10 +400,18 @@ class MemorySystem:
         importance: Any = ...,
         knowledge_type: Any = ...,
         tags: Sequence[str] | None = None,
+        actor: str = "api",
     ) -> ChunkRecord:
-        """Change memory fields of one chunk; takes effect in the next search, vectors untouched."""
+        """Change memory fields of one chunk; takes effect in the next search, vectors
+        untouched; each change recorded with ``actor`` (``store/history.py``)."""
         check_doc_id(doc_id)
         changes = memory_field_changes(
             importance=importance, knowledge_type=knowledge_type, tags=tags
         )
-        return self.store.set_chunk_tags(doc_id, chunk_index, **changes)
+        return self.store.set_chunk_tags(doc_id, chunk_index, **changes, actor=actor)
+
+    def history(
+        self, limit: int = 50, offset: int = 0, *, doc_id: str | None = None
+    ) -> list[Change]:
+        """The changes made to this memory's spaces, newest first (``store/history.py``)."""
+        return self.store.history(limit, offset, doc_id=check_doc_id(doc_id) if doc_id else None)

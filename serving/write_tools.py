@@ -165,7 +165,7 @@ class WriteTools:
         if not changes:
             raise ToolError("nothing to change: pass importance, knowledge_type, tags or clear")
         with self.lock.held():
-            record = self.system.set_chunk_tags(doc_id, chunk_index, **changes)
+            record = self.system.set_chunk_tags(doc_id, chunk_index, **changes, actor="mcp")
         return ChunkOut.model_validate(record, from_attributes=True)
 
     @tool("Delete a document", "destructive", idempotent=True, core=True)
@@ -180,7 +180,7 @@ class WriteTools:
         """Delete a document: its chunks, tags and vectors. Final (not archived); gone from
         search at once."""
         with self.lock.held():
-            removed = self.system.delete_document(doc_id)
+            removed = self.system.delete_document(doc_id, actor="mcp")
         index, error = self._update_index() if rebuild_index else (None, None)
         return DeleteOutput(doc_id=doc_id, chunks_removed=removed, index=index, index_error=error)
 

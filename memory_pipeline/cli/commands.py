@@ -22,6 +22,7 @@ from memory_pipeline.cli import alerts as alerts_cli
 from memory_pipeline.cli import capture as capture_cli
 from memory_pipeline.cli import evaluation as eval_cli
 from memory_pipeline.cli import forgetting as forgetting_cli
+from memory_pipeline.cli import history as history_cli
 from memory_pipeline.cli import imports as import_cli
 from memory_pipeline.cli import recall as recall_cli
 from memory_pipeline.cli import reports as report_cli
@@ -379,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.register(sub, [common], _system)
     forgetting_cli.register(sub, [common], _system)
     scrub_cli.register(sub, [common], _system)
+    history_cli.register(sub, [common], _system)
     sources_cli.register(sub, [common], _system)
     eval_cli.register(sub, [common], _system)
     alerts_cli.register(sub, [common])

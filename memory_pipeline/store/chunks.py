@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
+from memory_pipeline.store.history import record_changes
 from memory_pipeline.store.rows import (
     CHUNKS_BY_ID,
     CHUNKS_BY_ID_IN_SPACES,
@@ -148,8 +149,10 @@ class ChunkQueries(StoreBase):
         importance: float | None = _UNSET,
         knowledge_type: str | None = _UNSET,
         tags: Sequence[str] | None = None,
+        actor: str = "api",
     ) -> ChunkRecord:
-        """Change a chunk's memory fields; vectors and indices are untouched."""
+        """Change a chunk's memory fields; vectors and indices are untouched. Each field
+        that changes is recorded with ``actor`` (``store/history.py``)."""
         with self.write() as s:
             row = None
             if self._writable(s, doc_id, missing_ok=True):
@@ -160,14 +163,23 @@ class ChunkQueries(StoreBase):
                 raise NotFoundError(
                     f"no chunk {chunk_index} in document {doc_id!r}; list them with get_document_chunks"
                 )
+            changed: list[tuple[str, Any, Any]] = []
             if importance is not _UNSET:
+                changed.append(("importance", row.importance, importance))
                 row.importance = importance
             if knowledge_type is not _UNSET:
+                changed.append(("knowledge_type", row.knowledge_type, knowledge_type))
                 row.knowledge_type = knowledge_type
             if tags is not None:
+                held = sorted(s.scalars(sa.select(ChunkTag.tag).where(ChunkTag.chunk_id == row.id)))
+                changed.append(("tags", held, sorted(dict.fromkeys(tags))))
                 s.execute(sa.delete(ChunkTag).where(ChunkTag.chunk_id == row.id))
                 if tags:
                     s.execute(sa.insert(ChunkTag), [{"chunk_id": row.id, "tag": t} for t in tags])
+            record_changes(
+                s, space=row.space, actor=actor, doc_id=doc_id,
+                chunk_index=chunk_index, changes=changed,
+            )  # fmt: skip
             chunk_id = row.id
         return self.get_chunks([chunk_id])[chunk_id]
 

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase, no_document
+from memory_pipeline.store.history import DOCUMENT, record_changes
 from memory_pipeline.store.redactions import add_redactions
 from memory_pipeline.store.rows import batched, content_sha, doc_info, document_row, turns_json
 from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding
@@ -248,13 +249,20 @@ class DocumentQueries(StoreBase):
                 add_redactions(s, redactions, self.spaces.write)
             return StoredDocument(ids=ids, replaced=older)
 
-    def delete_document(self, doc_id: str) -> int:
-        """Delete a document with its chunks, tags and vectors; returns chunks removed."""
+    def delete_document(self, doc_id: str, *, actor: str = "api") -> int:
+        """Delete a document with its chunks, tags and vectors; returns chunks removed. The
+        deletion is recorded with ``actor`` (its title, source and chunk count before)."""
         with self.write() as s:
             self._writable(s, doc_id)
+            row = s.get(Document, doc_id)
             n = self._delete_document(s, doc_id)
-            if n is None:
+            if n is None or row is None:
                 raise NotFoundError(no_document(doc_id))
+            before = {"title": row.title, "source": row.source, "chunks": n}
+            record_changes(
+                s, space=self.spaces.write, actor=actor, doc_id=doc_id, chunk_index=None,
+                changes=[(DOCUMENT, before, None)],
+            )  # fmt: skip
             return n
 
     def _insert_document(

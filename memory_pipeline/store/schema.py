@@ -202,6 +202,29 @@ class Handed(Base):
     hits: Mapped[str] = mapped_column(Text)  # JSON: [[doc_id, chunk_index, score, title]]
 
 
+class ChunkChange(Base):
+    """A change a person or an agent made to the memory: a chunk's importance, knowledge
+    type or tags (``chunk_index`` set), or a document deleted (``field`` "document"); from
+    what to what (JSON), by whom (``actor``: mcp, cli, page, pipeline, api) and when.
+    Written in the change's own transaction (``store/history.py``)."""
+
+    __tablename__ = "chunk_changes"
+    __table_args__ = (
+        Index("ix_chunk_changes_space", "space"),
+        Index("ix_chunk_changes_doc", "doc_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    space: Mapped[str] = mapped_column(String(64))
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str] = mapped_column(String(16))
+    doc_id: Mapped[str] = mapped_column(String(64))
+    chunk_index: Mapped[int | None] = mapped_column(Integer)
+    field: Mapped[str] = mapped_column(String(32))
+    before: Mapped[str | None] = mapped_column(Text)  # JSON
+    after: Mapped[str | None] = mapped_column(Text)  # JSON
+
+
 class Redaction(Base):
     """How many secrets (by kind) and private spans a space's texts had taken out before
     they were kept: counted as they are taken, so a later delete does not lower it."""

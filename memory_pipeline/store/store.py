@@ -11,6 +11,7 @@ from memory_pipeline.store.chunks import ChunkQueries
 from memory_pipeline.store.documents import DocumentQueries, StoredDocument
 from memory_pipeline.store.forgetting import ForgettingQueries
 from memory_pipeline.store.handed import HandedQueries
+from memory_pipeline.store.history import HistoryQueries
 from memory_pipeline.store.merging import MergeQueries
 from memory_pipeline.store.redactions import RedactionQueries
 from memory_pipeline.store.reports import ReportQueries
@@ -40,6 +41,7 @@ class Store(
     RedactionQueries,
     SpaceRootQueries,
     HandedQueries,
+    HistoryQueries,
     MergeQueries,
     ScrubQueries,
 ):

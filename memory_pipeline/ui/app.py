@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Documents a timeline page lists.
 PAGE_SIZE = 50
+#: The latest changes of a document its page shows.
+HISTORY_SHOWN = 200
 TOKEN_PARAM = "token"
 
 
@@ -241,12 +243,13 @@ class Viewer:
         with self._lock:
             doc = self.system.store.get_document(doc_id)
             chunks = self.system.store.document_chunks(doc_id) if doc else []
+            history = self.system.store.history(HISTORY_SHOWN, doc_id=doc_id) if doc else []
         if doc is None:
             message = (
                 f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
             )
             return self._html(request, pages.problem("Not found", message, self.spaces), 404)
-        return self._html(request, pages.document(doc, chunks, focus, self.spaces))
+        return self._html(request, pages.document(doc, chunks, focus, self.spaces, history))
 
     def search(self, request: Request) -> Response:
         """``hybrid_search``'s request from the form: the query, other phrasings (one a

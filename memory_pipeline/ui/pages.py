@@ -19,6 +19,7 @@ from memory_pipeline.locations import shown
 from memory_pipeline.memory.stats import SystemStats
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.store.handed import HandedRecord
+from memory_pipeline.store.history import Change
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
 from memory_pipeline.ui.runs import STATUSES, PipelineRuns
 
@@ -394,8 +395,17 @@ def timeline(
 
 
 def document(
-    doc: DocumentInfo, chunks: Sequence[ChunkRecord], focus: int | None, spaces: str
+    doc: DocumentInfo,
+    chunks: Sequence[ChunkRecord],
+    focus: int | None,
+    spaces: str,
+    history: Sequence[Change] = (),
 ) -> str:
+    """A document and its chunks; each chunk with its recorded changes (``history``: the
+    document's, newest first), who made them and when."""
+    changes_of: dict[int | None, list[Change]] = {}
+    for change in history:
+        changes_of.setdefault(change.chunk_index, []).append(change)
     rows = [
         ["source", f'<span class="any">{esc(shown(Path(doc.source)))}</span>'],
         ["date", esc(_day(doc.source_date, doc.created_at))],
@@ -427,9 +437,20 @@ def document(
         body.append(
             f'<article class="chunk{focused}" id="chunk-{c.chunk_index}">'
             f'<div class=muted>{esc(fields)}</div>{turns}<div class="content">{esc(c.content)}</div>'
-            "</article>"
+            f"{_history(changes_of.get(c.chunk_index, []))}</article>"
         )
     return page(doc.title or doc.doc_id, "".join(body), spaces=spaces)
+
+
+def _history(changes: Sequence[Change]) -> str:
+    """A chunk's recorded changes, newest first, folded."""
+    if not changes:
+        return ""
+    items = "".join(
+        f"<li>{esc(f'{c.at:%Y-%m-%d %H:%M}')} · {esc(c.actor)} · {esc(c.what)}</li>"
+        for c in changes
+    )
+    return f'<details class="history"><summary>History ({len(changes)})</summary><ul>{items}</ul></details>'
 
 
 def search(

@@ -58,6 +58,7 @@ DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
     "skipped_vectors", "truncated", "generated_at",
 }  # fmt: skip
+HISTORY_KEYS = {"at", "space", "actor", "doc_id", "chunk_index", "field", "before", "after"}
 SCRUB_KEYS = {"spaces", "applied", "found", "by_kind", "changes", "places", "purged"}
 FORGET_KEYS = {
     "run_id", "dry_run", "params", "live_chunks", "candidates", "archived", "limit", "refused",
@@ -152,6 +153,30 @@ def _check_scrub(ctx: Ctx, out: dict[str, Any]) -> None:
     assert out["by_kind"] == {"github-token": out["found"]} and out["found"] >= 3
     assert out["changes"]["chunks"] == out["found"] and not out["applied"]
     assert _a_token()[4:16] not in json.dumps(out)  # the kind and the place, never the value
+
+
+def _retag_fusion(ctx: Ctx) -> None:
+    """A person raised the fusion note's importance (through the Python API)."""
+    from memory_pipeline.config import Settings
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    settings = Settings(
+        db_path=ctx.dir / "memory.db", index_path=ctx.dir / "indices", model="hashing"
+    )
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        system.set_chunk_tags(ctx.values["fusion_id"], 0, importance=1.0, actor="cli")
+    finally:
+        system.close()
+
+
+def _check_history(ctx: Ctx, out: list[dict[str, Any]]) -> None:
+    [change] = out
+    assert (change["doc_id"], change["chunk_index"], change["actor"]) == (
+        ctx.values["fusion_id"], 0, "cli",
+    )  # fmt: skip
+    assert (change["field"], change["before"], change["after"]) == ("importance", 0.9, 1.0)
 
 
 def _forget_dates(ctx: Ctx) -> None:
@@ -347,6 +372,15 @@ CASES: dict[str, Case] = {
         bad_args=("--apply", "--dry-run"),
         bad_message="not allowed with argument",
         check=_check_scrub,
+    ),
+    "history": Case(
+        args=("--json",),
+        stdout='"actor"',
+        json_keys=HISTORY_KEYS,
+        before=_retag_fusion,
+        bad_args=("--limit", "0"),
+        bad_message="argument --limit: expected a positive integer, got 0",
+        check=_check_history,
     ),
     "restore": Case(
         args=("--run-id", "{run_id}", "--json"),

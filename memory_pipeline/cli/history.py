@@ -1,0 +1,80 @@
+"""``memory-pipeline history``: what was changed in the memory, by whom and when."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memory_pipeline.cli.flags import positive_int
+
+if TYPE_CHECKING:
+    from memory_pipeline.store.history import Change
+
+DEFAULT_LIMIT = 50
+
+
+def register(
+    sub: argparse._SubParsersAction[Any],
+    parents: list[argparse.ArgumentParser],
+    make_system: Callable[[argparse.Namespace], Any],
+) -> None:
+    """Add ``history``."""
+
+    def cmd_history(args: argparse.Namespace) -> int:
+        args.reads_only = True
+        system = make_system(args)
+        try:
+            changes = system.history(args.limit, doc_id=args.doc_id)
+        finally:
+            system.close()
+        if args.json:
+            print(json.dumps([to_dict(c) for c in changes], indent=2, ensure_ascii=False))
+        else:
+            print(render(changes))
+        return 0
+
+    p = sub.add_parser(
+        "history",
+        parents=parents,
+        help="what was changed in the memory (importance, knowledge type, tags, deletions), "
+        "by whom and when",
+        description="List the changes made to the bound spaces' chunks and documents, newest "
+        "first: a chunk's importance, knowledge type or tags (from what to what), a document "
+        "deleted; each with who made it (mcp: an agent's tool; cli; page: the viewer; "
+        "pipeline; api: a program) and when. Reads only.",
+    )
+    p.add_argument("--doc-id", help="only this document's changes")
+    p.add_argument(
+        "--limit", type=positive_int, default=DEFAULT_LIMIT, help=f"default: {DEFAULT_LIMIT}"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable list")
+    p.set_defaults(func=cmd_history)
+
+
+def to_dict(change: Change) -> dict[str, Any]:
+    return {
+        "at": change.at.isoformat(),
+        "space": change.space,
+        "actor": change.actor,
+        "doc_id": change.doc_id,
+        "chunk_index": change.chunk_index,
+        "field": change.field,
+        "before": change.before,
+        "after": change.after,
+    }
+
+
+def describe(change: Change) -> str:
+    """One change as a person reads it: where, then what."""
+    where = f"document {change.doc_id}"
+    if change.chunk_index is not None:
+        where += f" chunk {change.chunk_index}"
+    return f"{where}: {change.what}"
+
+
+def render(changes: Sequence[Change]) -> str:
+    if not changes:
+        return "no change recorded in these spaces yet"
+    return "\n".join(f"{c.at:%Y-%m-%d %H:%M:%S}  {c.actor:<8}  {describe(c)}" for c in changes)
