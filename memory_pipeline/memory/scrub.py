@@ -53,6 +53,7 @@ from memory_pipeline.memory.archive import (
 from memory_pipeline.store import content_sha
 from memory_pipeline.store.rows import turns_from
 from memory_pipeline.store.scrubbing import (
+    ChangeFix,
     ChunkFix,
     DocumentFix,
     HandedFix,
@@ -102,6 +103,7 @@ class Plan:
     chunks: list[ChunkPlan] = field(default_factory=list)
     documents: list[DocumentFix] = field(default_factory=list)
     handed: list[HandedFix] = field(default_factory=list)
+    history: list[ChangeFix] = field(default_factory=list)
     archive: list[tuple[int, str]] = field(default_factory=list)  # line number, new line
     spool: list[tuple[Path, str]] = field(default_factory=list)
 
@@ -119,6 +121,7 @@ class Plan:
             "chunks": len(self.chunks),
             "documents": len(self.documents),
             "handed records": len(self.handed),
+            "history records": len(self.history),
             "archive lines": len(self.archive),
             "capture files": len(self.spool),
         }
@@ -204,6 +207,15 @@ def scan(where: Where, *, progress: Callable[[str], None] | None = None) -> Plan
                     _json_or(new_hits, hits),
                 )
             )
+    say("history")
+    for record_id, space, before, after in where.store.stored_history():
+        place = f"space {space}, history record {record_id}"
+        new_before, taken_before = _redact_json(where.redactor, before)
+        new_after, taken_after = _redact_json(where.redactor, after)
+        _note(plan, taken_before, f"{place}: before")
+        _note(plan, taken_after, f"{place}: after")
+        if taken_before.changed or taken_after.changed:
+            plan.history.append(ChangeFix(record_id, new_before, new_after))
     say("archive")
     _scan_archive(where, plan)
     say("capture spool")
@@ -286,6 +298,27 @@ def _turns_again(
         around = tuple(own[c] for j in indexing.neighbours(turns, i) for c in parts_of.get(j, ()))
         embeds.append(Blend(own[k], around, indexing.blend))
     return texts, embeds
+
+
+def _redact_json(redactor: Redactor, text: str | None) -> tuple[str | None, Redacted]:
+    """A JSON value with each of its strings redacted, and what was taken from them all."""
+    if text is None:
+        return None, Redacted("")
+    counts: Counter[str] = Counter()
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            done = redactor.redact(value)
+            counts.update(done.counts)
+            return done.text
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    kept = walk(json.loads(text))
+    return (json.dumps(kept, ensure_ascii=False) if counts else text), Redacted("", counts)
 
 
 def _json_or(new: str, old: str) -> str:
@@ -412,13 +445,14 @@ def apply(where: Where, plan: Plan, *, progress: Callable[[str], None] | None = 
         _rewrite_archive(where, plan.archive)
     for path, text in plan.spool:
         replace_text(path, text)
-    if plan.chunks or plan.documents or plan.handed:
+    if plan.chunks or plan.documents or plan.handed or plan.history:
         say(f"{len(plan.chunks)} chunks")
         where.store.write_scrub(
             ScrubWrite(
                 chunks=_fixes(where.embedder, plan.chunks),
                 documents=plan.documents,
                 handed=plan.handed,
+                history=plan.history,
                 model_id=where.embedder.model_id,
             )
         )

@@ -18,7 +18,14 @@ import sqlalchemy as sa
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.engine import SQLITE_BUSY_TIMEOUT_MS, sqlite_file
 from memory_pipeline.store.rows import BATCH
-from memory_pipeline.store.schema import Chunk, ChunkTag, Document, Embedding, Handed
+from memory_pipeline.store.schema import (
+    Chunk,
+    ChunkChange,
+    ChunkTag,
+    Document,
+    Embedding,
+    Handed,
+)
 
 
 @dataclass(frozen=True)
@@ -63,17 +70,27 @@ class HandedFix:
 
 
 @dataclass(frozen=True)
+class ChangeFix:
+    """A history record's before and after (JSON) as they are to be kept."""
+
+    id: int
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
 class ScrubWrite:
     """Everything one scrub rewrites in the database."""
 
     chunks: Sequence[ChunkFix] = ()
     documents: Sequence[DocumentFix] = ()
     handed: Sequence[HandedFix] = ()
+    history: Sequence[ChangeFix] = ()
     model_id: str = ""
     spaces: frozenset[str] = field(default_factory=frozenset)
 
     def __bool__(self) -> bool:
-        return bool(self.chunks or self.documents or self.handed)
+        return bool(self.chunks or self.documents or self.handed or self.history)
 
 
 class ScrubQueries(StoreBase):
@@ -133,6 +150,15 @@ class ScrubQueries(StoreBase):
             rows = c.execute(stmt.where(self.changeable(Handed.space)).order_by(Handed.id))
             return [(int(i), str(s), q, b, str(h)) for i, s, q, b, h in rows]
 
+    def stored_history(self) -> list[tuple[int, str, str | None, str | None]]:
+        """(id, space, before, after) of every recorded change in the changeable spaces."""
+        stmt = sa.select(ChunkChange.id, ChunkChange.space, ChunkChange.before, ChunkChange.after)
+        with self.conn() as c:
+            rows = c.execute(
+                stmt.where(self.changeable(ChunkChange.space)).order_by(ChunkChange.id)
+            )
+            return [(int(i), str(s), b, a) for i, s, b, a in rows]
+
     def write_scrub(self, change: ScrubWrite) -> None:
         """One transaction: each chunk's texts, content hash and vector (``model_id``'s;
         another model's vector of the old text is dropped), its tags that held a secret,
@@ -186,6 +212,12 @@ class ScrubQueries(StoreBase):
                     sa.update(Document)
                     .where(Document.doc_id == doc.doc_id, self.changeable(Document.space))
                     .values(title=doc.title, source=doc.source)
+                )
+            for kept in change.history:
+                s.execute(
+                    sa.update(ChunkChange)
+                    .where(ChunkChange.id == kept.id, self.changeable(ChunkChange.space))
+                    .values(before=kept.before, after=kept.after)
                 )
             for record in change.handed:
                 s.execute(
@@ -244,7 +276,7 @@ class ScrubQueries(StoreBase):
 #: Checkpoints tried after the VACUUM, each waiting out readers up to the busy timeout.
 CHECKPOINT_TRIES = 3
 #: The tables whose rows a scrub rewrites.
-SCRUBBED = {"chunks", "documents", "chunk_tags", "embeddings", "handed"}
+SCRUBBED = {"chunks", "documents", "chunk_tags", "embeddings", "handed", "chunk_changes"}
 
 
 def _batched(ids: Sequence[int]) -> Iterator[list[int]]:

@@ -379,3 +379,28 @@ def test_the_archive_is_rewritten_under_the_lock_its_appends_take(
     finally:
         system.close()
     assert renamed == [True]
+
+
+def test_a_secret_tag_is_scrubbed_from_the_chunk_and_from_its_history(tmp_path: Path) -> None:
+    """A tag an agent set that holds a token: it is dropped from the chunk, and the history
+    that recorded the change keeps the change with a marker in its place."""
+    import random
+    import string
+
+    token = "ghp_" + "".join(random.Random(5).choices(string.ascii_letters + string.digits, k=36))
+    layout = StoreLayout(tmp_path / "memory")
+    system = MemorySystem(settings_of(layout), embedder=HashingEmbedder())
+    try:
+        doc = system.ingest_text("The harbour service deploys on Tuesdays.", "deploys").doc_id
+        system.set_chunk_tags(doc, 0, tags=["deploy", token], actor="mcp")
+        plan = system.scrub().plan
+        assert {f.place.split(": ")[-1] for f in plan.findings} == {"tag 2", "after"}
+        system.scrub(apply=True)
+        [change] = system.history()
+        assert change.after == ["deploy", "[secret: github-token]"] and change.actor == "mcp"
+        assert system.store.get_chunks([1])[1].tags == ("deploy",)
+        assert not system.scrub().plan
+    finally:
+        system.close()
+    files = [p for p in layout.root.rglob("*") if p.is_file()]
+    assert [p.name for p in files if token[4:16].encode() in p.read_bytes()] == []

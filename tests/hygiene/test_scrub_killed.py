@@ -30,8 +30,8 @@ from tests.hygiene.test_no_secret_stored import leaks_in_files, leaks_in_terms
 from tests.hygiene.test_scrub import fill, run_ok, scrub_json
 
 #: (progress lines seen before the kill, then seconds): every stage, at its start and into it
-STAGES = 9  # scan: chunks, documents, handed records, archive, capture spool; apply: archive,
-#             chunks, index, database files
+STAGES = 10  # scan: chunks, documents, handed records, history, archive, capture spool;
+#              apply: archive, chunks, index, database files
 POINTS = [(0, 0.0), (0, 0.5)] + [(k, d) for k in range(1, STAGES + 1) for d in (0.0, 0.05, 0.3)]
 
 
