@@ -46,7 +46,8 @@ from detect_secrets.plugins import (
 )
 
 MARKER = "[secret: {kind}]"
-_MARKER_RE = re.compile(r"\[secret: [a-z0-9-]+\]")
+#: A marker as it stands in a text (a scrub cuts a line at one).
+MARKER_RE = re.compile(r"\[secret: [a-z0-9-]+\]")
 
 
 def marker(kind: str) -> str:
@@ -447,7 +448,7 @@ def _assigned_kind(name: str, value: str) -> str | None:
     if (
         len(value) < shortest
         or _PLACEHOLDER.match(value)
-        or _MARKER_RE.search(value)
+        or MARKER_RE.search(value)
         or any(c in value for c in "()[]{}<>$%")
         or _DOTTED.match(value)
         or _identifier(value)

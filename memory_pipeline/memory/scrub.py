@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import numpy as np
 
 from memory_pipeline.durable import fsync_dir, replace_text, write_bytes
 from memory_pipeline.hygiene.redactor import Redacted, Redactor
-from memory_pipeline.hygiene.secrets import find_secrets
+from memory_pipeline.hygiene.secrets import MARKER_RE, find_secrets
 from memory_pipeline.ingest.turns import (
     DEFAULT_TURN_INDEXING,
     TurnIndexing,
@@ -401,11 +400,8 @@ def _redact_record(record: dict[str, Any], where: Where, plan: Plan, place: str)
     return changed
 
 
-MARKER = re.compile(r"\[secret: [a-z0-9-]+\]")
-
-
 def _cut_at_marker(line: str) -> str:
-    found = MARKER.search(line)
+    found = MARKER_RE.search(line)
     return line if found is None else line[: found.end()] + " …"
 
 

@@ -7,17 +7,16 @@ space for an all-spaces binding (``Spaces.may_write``).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.engine import SQLITE_BUSY_TIMEOUT_MS, sqlite_file
-from memory_pipeline.store.rows import BATCH
+from memory_pipeline.store.rows import BATCH, batched
 from memory_pipeline.store.schema import (
     Chunk,
     ChunkChange,
@@ -87,10 +86,6 @@ class ScrubWrite:
     handed: Sequence[HandedFix] = ()
     history: Sequence[ChangeFix] = ()
     model_id: str = ""
-    spaces: frozenset[str] = field(default_factory=frozenset)
-
-    def __bool__(self) -> bool:
-        return bool(self.chunks or self.documents or self.handed or self.history)
 
 
 class ScrubQueries(StoreBase):
@@ -172,7 +167,7 @@ class ScrubQueries(StoreBase):
                 conn.exec_driver_sql("PRAGMA secure_delete = ON")
             if ids:
                 self.lock_index(conn)
-            for batch in _batched(ids):
+            for batch in batched(ids):
                 allowed = set(
                     s.scalars(
                         sa.select(Chunk.id).where(Chunk.id.in_(batch), self.changeable(Chunk.space))
@@ -277,13 +272,3 @@ class ScrubQueries(StoreBase):
 CHECKPOINT_TRIES = 3
 #: The tables whose rows a scrub rewrites.
 SCRUBBED = {"chunks", "documents", "chunk_tags", "embeddings", "handed", "chunk_changes"}
-
-
-def _batched(ids: Sequence[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), BATCH):
-        yield list(ids[start : start + BATCH])
-
-
-def hits_json(rows: Sequence[Sequence[Any]]) -> str:
-    """The ``handed.hits`` column, as ``HandedQueries.record_handed`` writes it."""
-    return json.dumps([list(r) for r in rows], ensure_ascii=False)
