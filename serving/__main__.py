@@ -196,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
     """The memory's pages at ``/ui`` (``memory-pipeline ui``'s), behind the server's token,
     or a fresh one when it has none; says on stderr where to open them. The overview lists
-    the runs of the pipeline at ``$DAGSTER_HOME``, when set."""
+    the runs of the pipeline at ``$DAGSTER_HOME``, when set. Read-only: the server's
+    writes are its tools' (``memory-pipeline ui`` is the page that changes the memory)."""
     import secrets
 
     from memory_pipeline.ui.app import address, build_app
@@ -209,7 +210,9 @@ def viewer_app(system: Any, *, host: str, port: int, token: str | None) -> Any:
         token = secrets.token_urlsafe(24)
         shown = address(host, port, token, VIEWER_PATH)
     print(f"the memory's pages: {shown}", file=sys.stderr, flush=True)
-    return build_app(system, token=token, host=host, port=port, dagster_home=home_from(None))
+    return build_app(
+        system, token=token, host=host, port=port, dagster_home=home_from(None), read_only=True
+    )
 
 
 def serve(args: argparse.Namespace) -> int:

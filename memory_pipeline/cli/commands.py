@@ -79,10 +79,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _opening(args: argparse.Namespace) -> str:
     """How the command opens the database (``store.opening.Opening``): reports and searches
     that record nothing never write it, so they work on a read-only file; a search
-    that counts its hits as accessed opens read-only when it must (and says so)."""
+    that counts its hits as accessed, and the viewer, open read-only when they must (and
+    say so)."""
     if getattr(args, "reads_only", False) or getattr(args, "no_access", False):
         return "read_only"
-    return "prefer_writable" if args.command == "search" else "writable"
+    return "prefer_writable" if args.command in ("search", "ui") else "writable"
 
 
 def _system(args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -36,11 +36,23 @@ def register(
                 f"--host {args.host} would serve the memory beyond this machine; add "
                 "--allow-remote to do that on purpose (the address's token still guards it)"
             )
-        args.reads_only = True  # the viewer reads; it never writes the memory
+        args.reads_only = args.read_only  # else writable if it can be (cli/commands.py)
         system = make_system(args)
+        if system.store.read_only and not args.read_only:
+            print(
+                "memory-pipeline ui: the database opened read-only, so the pages change nothing",
+                file=sys.stderr,
+            )
         token = secrets.token_urlsafe(24)
         home = home_from(args.dagster_home)
-        return serve(system, host=args.host, port=args.port, token=token, dagster_home=home)
+        return serve(
+            system,
+            host=args.host,
+            port=args.port,
+            token=token,
+            dagster_home=home,
+            read_only=args.read_only,
+        )
 
     p = sub.add_parser(
         "ui",
@@ -49,9 +61,11 @@ def register(
         description="Serve a web page over the memory this command is bound to (its space "
         "and the spaces it reads): an overview, a timeline of documents and sessions, each "
         "document with its chunks, and search with, for every hit, the scores of each stage "
-        "that ranked it. It prints the address to open, with a fresh token in it; other "
-        "users of the machine cannot read the memory through the port without it. Reads "
-        "only; Ctrl-C stops it.",
+        "that ranked it; a chunk's importance, knowledge type and tags can be changed "
+        "there, and a document deleted (each change recorded as the page's: "
+        "memory-pipeline history). It prints the address to open, with a fresh token in it; "
+        "other users of the machine cannot read the memory through the port without it. "
+        "Ctrl-C stops it.",
     )
     p.add_argument(
         "--port", type=positive_int, default=DEFAULT_PORT, help=f"default: {DEFAULT_PORT}"
@@ -67,6 +81,12 @@ def register(
         help="allow a --host other machines can reach (still behind the token)",
     )
     p.add_argument(
+        "--read-only",
+        action="store_true",
+        help="pages without forms, every change refused; opens the database read-only "
+        "(for showing the memory to someone)",
+    )
+    p.add_argument(
         "--dagster-home",
         metavar="DIR",
         help="the pipeline's Dagster home, whose last runs the overview lists "
@@ -76,7 +96,13 @@ def register(
 
 
 def serve(
-    system: Any, *, host: str, port: int, token: str, dagster_home: Path | None = None
+    system: Any,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    dagster_home: Path | None = None,
+    read_only: bool = False,
 ) -> int:
     """Serve the viewer until Ctrl-C or SIGTERM; prints the address first."""
     import anyio
@@ -85,7 +111,9 @@ def serve(
     from memory_pipeline.listening import Terminated, stop_on_sigterm
     from memory_pipeline.ui.app import address, build_app
 
-    app = build_app(system, token=token, host=host, port=port, dagster_home=dagster_home)
+    app = build_app(
+        system, token=token, host=host, port=port, dagster_home=dagster_home, read_only=read_only
+    )
     stop_on_sigterm()
     print(f"memory-pipeline ui: open {address(host, port, token)}", flush=True)
     print("(the token in the address is this run's; Ctrl-C stops the viewer)", file=sys.stderr)

@@ -135,6 +135,18 @@ class DocumentQueries(StoreBase):
         with self.read() as s:
             return int(s.scalar(sa.select(sa.func.count()).select_from(ids)) or 0)
 
+    def document_footprint(self, doc_id: str) -> tuple[int, int]:
+        """(chunks, stored vectors) of a readable document: what deleting it removes."""
+        chunks = sa.select(Chunk.id).where(Chunk.doc_id == doc_id, self.readable(Chunk.space))
+        with self.read() as s:
+            n_chunks = s.scalar(sa.select(sa.func.count()).select_from(chunks.subquery()))
+            n_vectors = s.scalar(
+                sa.select(sa.func.count())
+                .select_from(Embedding)
+                .where(Embedding.chunk_id.in_(chunks))
+            )
+        return int(n_chunks or 0), int(n_vectors or 0)
+
     def documents_tagged(self, doc_ids: Iterable[str], tag: str) -> set[str]:
         """Those of ``doc_ids`` with a readable chunk tagged ``tag``."""
         out: set[str] = set()

@@ -23,10 +23,10 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
 from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
@@ -34,6 +34,8 @@ from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
 from memory_pipeline.types import SearchFilters
 from memory_pipeline.ui import pages
+from memory_pipeline.ui.forms import FIELD as FORM_FIELD
+from memory_pipeline.ui.forms import FormTokens, read_form
 from memory_pipeline.ui.runs import last_runs
 
 if TYPE_CHECKING:
@@ -49,6 +51,8 @@ PAGE_SIZE = 50
 #: The latest changes of a document its page shows.
 HISTORY_SHOWN = 200
 TOKEN_PARAM = "token"
+#: Methods that only read: any other must come from the viewer's own page.
+SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def address(host: str, port: int, token: str, root: str = "") -> str:
@@ -101,7 +105,20 @@ class Guard:
             return
         origin = headers.get("origin")
         if origin is not None and origin.lower().removeprefix("http://") != host:
-            await _refuse(scope, send, 403, "Refused", "Requests from other sites are refused.")
+            said = "Requests from other sites are refused."
+            if scope["method"] not in SAFE_METHODS:
+                said += " Nothing was changed."
+            await _refuse(scope, send, 403, "Refused", said)
+            return
+        if scope["method"] not in SAFE_METHODS and not _same_origin(headers, host):
+            await _refuse(
+                scope,
+                send,
+                403,
+                "Refused",
+                "A change must come from this viewer's own page (the browser names it in "
+                "the request's Origin); nothing was changed.",
+            )
             return
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in query if k == TOKEN_PARAM), None)
@@ -127,6 +144,16 @@ class Guard:
 
     def _matches(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self._token)
+
+
+def _same_origin(headers: dict[str, str], host: str) -> bool:
+    """Whether a write names this viewer as where it comes from: its ``Origin`` (browsers
+    send one with every POST), else its ``Referer``'s scheme, host and port."""
+    origin = headers.get("origin")
+    if origin is None:
+        referer = urlsplit(headers.get("referer", ""))
+        origin = f"{referer.scheme}://{referer.netloc}" if referer.netloc else None
+    return origin is not None and origin.lower() == f"http://{host}"
 
 
 def _cookie(header: str, name: str) -> str | None:
@@ -164,9 +191,14 @@ async def _refuse(scope: Scope, send: Send, status: int, title: str, message: st
 class Viewer:
     """The pages over one memory."""
 
-    def __init__(self, system: MemorySystem, dagster_home: Path | None = None) -> None:
+    def __init__(
+        self, system: MemorySystem, dagster_home: Path | None = None, *, read_only: bool = False
+    ) -> None:
         self.system = system
         self.dagster_home = dagster_home
+        #: No forms, every write refused: asked for, or the store opened read-only.
+        self.read_only = read_only or system.store.read_only
+        self.forms = FormTokens()
         self._lock = threading.Lock()
         self.spaces = system.spaces.describe()
         read = system.spaces.read
@@ -244,12 +276,126 @@ class Viewer:
             doc = self.system.store.get_document(doc_id)
             chunks = self.system.store.document_chunks(doc_id) if doc else []
             history = self.system.store.history(HISTORY_SHOWN, doc_id=doc_id) if doc else []
+            writable = doc is not None and self._writable(doc_id)
         if doc is None:
-            message = (
-                f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
+            return self._missing(request, doc_id)
+        token = self.forms.issue(_chunks_of(doc_id)) if writable else None
+        saved = request.query_params.get("saved") == "1"
+        page = pages.document(
+            doc, chunks, focus, self.spaces, history, form_token=token, saved=saved
+        )
+        return self._html(request, page)
+
+    def _missing(self, request: Request, doc_id: str) -> Response:
+        message = f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
+        return self._html(request, pages.problem("Not found", message, self.spaces), 404)
+
+    def _writable(self, doc_id: str) -> bool:
+        """Whether this page may change ``doc_id``: not read-only, and the document is in
+        the space the memory writes (one it only reads is shown without forms)."""
+        if self.read_only:
+            return False
+        return self.system.store.spaces_of([doc_id]).get(doc_id) == self.system.spaces.write
+
+    def _refused(self, request: Request, message: str, status: int = 403) -> Response:
+        page = pages.problem("Not changed", f"{message} Nothing was changed.", self.spaces)
+        return self._html(request, page, status)
+
+    async def _form(self, request: Request, purpose: str) -> dict[str, str] | Response:
+        """The form of a write, or the refusal: a read-only page, no form token issued for
+        ``purpose`` (missing, stale, used, another page's)."""
+        if self.read_only:
+            return self._refused(
+                request, "This page is read-only (memory-pipeline ui --read-only)."
             )
-            return self._html(request, pages.problem("Not found", message, self.spaces), 404)
-        return self._html(request, pages.document(doc, chunks, focus, self.spaces, history))
+        form = read_form(await request.body())
+        if not self.forms.take(form.get(FORM_FIELD), purpose):
+            return self._refused(
+                request,
+                "This form is stale or was not sent by this page: reload the page and try again.",
+            )
+        return form
+
+    async def edit_chunk(self, request: Request) -> Response:
+        """A chunk's importance, knowledge type and tags from its form: only the fields the
+        person changed (each sent beside what the page showed), through
+        ``MemorySystem.set_chunk_tags`` as the MCP tool does, recorded as the page's."""
+        from starlette.concurrency import run_in_threadpool
+
+        doc_id = request.path_params["doc_id"]
+        index = int(request.path_params["index"])
+        form = await self._form(request, _chunks_of(doc_id))
+        if not isinstance(form, dict):
+            return form
+        try:
+            changes = _changed_fields(form)
+            if changes:
+                await run_in_threadpool(self._set_chunk, doc_id, index, changes)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        root = request.scope.get("root_path", "").rstrip("/")
+        location = f"{root}/documents/{quote(doc_id)}?chunk={index}&saved=1#chunk-{index}"
+        return _redirect(location)
+
+    def _set_chunk(self, doc_id: str, index: int, changes: dict[str, Any]) -> None:
+        with self._lock:
+            self.system.set_chunk_tags(doc_id, index, **changes, actor="page")
+
+    def confirm_delete(self, request: Request) -> Response:
+        """What deleting a document takes and what it leaves, and the button."""
+        doc_id = request.path_params["doc_id"]
+        with self._lock:
+            doc = self.system.store.get_document(doc_id)
+            writable = doc is not None and self._writable(doc_id)
+            footprint = self.system.store.document_footprint(doc_id) if writable else (0, 0)
+            archived = self._archived_chunks(doc_id) if writable else 0
+        if doc is None:
+            return self._missing(request, doc_id)
+        if not writable:
+            why = "read-only" if self.read_only else "in a space this memory only reads"
+            return self._refused(request, f"This document cannot be deleted here: it is {why}.")
+        chunks, vectors = footprint
+        token = self.forms.issue(_deleting(doc_id))
+        page = pages.confirm_delete(
+            doc, chunks=chunks, vectors=vectors, archived=archived, spaces=self.spaces, token=token
+        )
+        return self._html(request, page)
+
+    def _archived_chunks(self, doc_id: str) -> int:
+        from memory_pipeline.memory.archive import archived_records
+
+        path = self.system.archive_file
+        return sum(1 for r in archived_records(self.system.store, path) if r["doc_id"] == doc_id)
+
+    async def delete(self, request: Request) -> Response:
+        """Delete the document (``MemorySystem.delete_document``, recorded as the page's),
+        then take it out of the index; an index that fails to update is reported, the
+        deletion stands (as the MCP tool does)."""
+        from starlette.concurrency import run_in_threadpool
+
+        doc_id = request.path_params["doc_id"]
+        form = await self._form(request, _deleting(doc_id))
+        if not isinstance(form, dict):
+            return form
+        with self._lock:
+            doc = self.system.store.get_document(doc_id)
+        if doc is None:
+            return self._missing(request, doc_id)
+        try:
+            removed, index_error = await run_in_threadpool(self._delete, doc_id)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        page = pages.deleted(doc, removed, index_error, self.spaces)
+        return self._html(request, page)
+
+    def _delete(self, doc_id: str) -> tuple[int, str | None]:
+        with self._lock:
+            removed = self.system.delete_document(doc_id, actor="page")
+            try:
+                self.system.update_index()
+            except (MemoryPipelineError, OSError) as exc:
+                return removed, str(exc)
+        return removed, None
 
     def search(self, request: Request) -> Response:
         """``hybrid_search``'s request from the form: the query, other phrasings (one a
@@ -292,6 +438,47 @@ class Viewer:
         return self._html(request, pages.search(query, result, "", self.spaces, chosen))
 
 
+def _chunks_of(doc_id: str) -> str:
+    return f"chunks:{doc_id}"
+
+
+def _deleting(doc_id: str) -> str:
+    return f"delete:{doc_id}"
+
+
+def _changed_fields(form: dict[str, str]) -> dict[str, Any]:
+    """The memory fields whose value differs from what the page showed (``was_…``): a
+    field the person left alone is not sent, so a change made meanwhile (by the agent)
+    to another field stands. An empty importance or knowledge type unsets it."""
+    changes: dict[str, Any] = {}
+    importance = form.get("importance", "").strip()
+    if importance != form.get("was_importance", "").strip():
+        try:
+            changes["importance"] = float(importance) if importance else None
+        except ValueError:
+            raise InvalidInputError(
+                f"importance: expected a number from 0 to 1, or nothing to unset it; got "
+                f"{importance!r}"
+            ) from None
+    kind = form.get("knowledge_type", "").strip()
+    if kind != form.get("was_knowledge_type", "").strip():
+        changes["knowledge_type"] = kind or None
+    tags = _tags(form.get("tags", ""))
+    if tags != _tags(form.get("was_tags", "")):
+        changes["tags"] = tags
+    return changes
+
+
+def _tags(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _redirect(location: str) -> Response:
+    from starlette.responses import RedirectResponse
+
+    return RedirectResponse(location, status_code=303)
+
+
 def _day(name: str, text: str) -> dt.date | None:
     if not text.strip():
         return None
@@ -315,21 +502,30 @@ def build_app(
     host: str,
     port: int,
     dagster_home: Path | None = None,
+    read_only: bool = False,
 ) -> ASGIApp:
     """The viewer over ``system``, behind ``Guard``; the overview lists the last runs of
-    the pipeline whose Dagster home is ``dagster_home`` (``ui/runs.py``)."""
+    the pipeline whose Dagster home is ``dagster_home`` (``ui/runs.py``); ``read_only``:
+    pages without forms, every write refused."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    viewer = Viewer(system, dagster_home)
+    viewer = Viewer(system, dagster_home, read_only=read_only)
+    writes: list[tuple[str, Callable[[Request], Awaitable[Response]]]] = [
+        ("/documents/{doc_id}/chunks/{index:int}", viewer.edit_chunk),
+        ("/documents/{doc_id}/delete", viewer.delete),
+    ]
     handlers: list[tuple[str, Callable[[Request], Response]]] = [
         ("/", viewer.overview),
         ("/documents", viewer.timeline),
+        ("/documents/{doc_id}/delete", viewer.confirm_delete),
         ("/documents/{doc_id:path}", viewer.document),
         ("/search", viewer.search),
         ("/handed", viewer.handed),
     ]
-    app: Starlette = Starlette(routes=[Route(path, handler) for path, handler in handlers])
+    routes = [Route(path, handler, methods=["POST"]) for path, handler in writes]
+    routes += [Route(path, handler) for path, handler in handlers]
+    app: Starlette = Starlette(routes=routes)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return viewer._html(

@@ -21,6 +21,7 @@ from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.store.handed import HandedRecord
 from memory_pipeline.store.history import Change
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
+from memory_pipeline.ui.forms import FIELD as FORM_FIELD
 from memory_pipeline.ui.runs import STATUSES, PipelineRuns
 
 STYLE = """
@@ -58,6 +59,12 @@ mark { background: var(--mark); color: #000; }
 details.why table { font-size: .9rem; }
 .empty { border: 1px dashed var(--line); border-radius: .4rem; padding: 1rem; }
 code { font-size: .9em; }
+form.edit { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; margin: .5rem 0; }
+form.edit label { display: flex; flex-direction: column; font-size: .9rem; }
+form.edit input, form.edit select, form.edit button, form.delete button { font: inherit;
+  padding: .3rem; }
+form.edit input[type=number] { width: 6rem; }
+.saved { font-weight: 600; }
 """
 
 #: How each stage of ``SearchHit.stage_scores`` reads on the page, in the pipeline's order.
@@ -400,9 +407,14 @@ def document(
     focus: int | None,
     spaces: str,
     history: Sequence[Change] = (),
+    *,
+    form_token: str | None = None,
+    saved: bool = False,
 ) -> str:
     """A document and its chunks; each chunk with its recorded changes (``history``: the
-    document's, newest first), who made them and when."""
+    document's, newest first), who made them and when. With ``form_token`` (the page may
+    change this document) each chunk has a form for its memory fields, and the document
+    a link to delete it; ``saved``: the focused chunk was just changed."""
     changes_of: dict[int | None, list[Change]] = {}
     for change in history:
         changes_of.setdefault(change.chunk_index, []).append(change)
@@ -415,7 +427,12 @@ def document(
         ["chunks", esc(len(chunks))],
         ["id", f'<code class="any">{esc(doc.doc_id)}</code>'],
     ]
-    body = [table(["", ""], rows), "<h2>Chunks</h2>"]
+    body = [table(["", ""], rows)]
+    if form_token is not None:
+        body.append(
+            f'<p><a href="documents/{esc(doc.doc_id)}/delete">Delete this document…</a></p>'
+        )
+    body.append("<h2>Chunks</h2>")
     for c in chunks:
         focused = " focus" if c.chunk_index == focus else ""
         fields = (
@@ -437,9 +454,87 @@ def document(
         body.append(
             f'<article class="chunk{focused}" id="chunk-{c.chunk_index}">'
             f'<div class=muted>{esc(fields)}</div>{turns}<div class="content">{esc(c.content)}</div>'
-            f"{_history(changes_of.get(c.chunk_index, []))}</article>"
+            + (
+                '<p class="saved" role="status">Saved.</p>'
+                if saved and c.chunk_index == focus
+                else ""
+            )
+            + (chunk_form(doc.doc_id, c, form_token) if form_token is not None else "")
+            + f"{_history(changes_of.get(c.chunk_index, []))}</article>"
         )
     return page(doc.title or doc.doc_id, "".join(body), spaces=spaces)
+
+
+def chunk_form(doc_id: str, chunk: ChunkRecord, token: str) -> str:
+    """A chunk's memory fields as a form; what the page showed goes along (``was_…``) so
+    that only what the person changed is written."""
+    importance = "" if chunk.importance is None else f"{chunk.importance!r}"
+    kind = chunk.knowledge_type or ""
+    tags = ", ".join(chunk.tags)
+    kinds = "".join(
+        f'<option value="{esc(k)}"{" selected" if k == kind else ""}>{esc(k or "none")}</option>'
+        for k in ["", *(t.value for t in KnowledgeType)]
+    )
+    return (
+        f'<form class="edit" method="post" '
+        f'action="documents/{esc(doc_id)}/chunks/{chunk.chunk_index}">'
+        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
+        f'<input type="hidden" name="was_importance" value="{esc(importance)}">'
+        f'<input type="hidden" name="was_knowledge_type" value="{esc(kind)}">'
+        f'<input type="hidden" name="was_tags" value="{esc(tags)}">'
+        '<label>importance <input type="number" name="importance" min="0" max="1" step="any" '
+        f'value="{esc(importance)}" placeholder="unset"></label>'
+        f'<label>knowledge type <select name="knowledge_type">{kinds}</select></label>'
+        f'<label>tags <input name="tags" value="{esc(tags)}" size="24" '
+        'placeholder="comma, separated"></label>'
+        "<button>Save</button></form>"
+    )
+
+
+def confirm_delete(
+    doc: DocumentInfo, *, chunks: int, vectors: int, archived: int, spaces: str, token: str
+) -> str:
+    """What deleting ``doc`` takes and what it leaves, and the button that does it."""
+    goes = [
+        f"its {chunks} chunk{'s' * (chunks != 1)}: their texts, memory fields and tags",
+        f"their {vectors} stored vector{'s' * (vectors != 1)}",
+        "its entries in the search index (updated right after)",
+    ]
+    stays = [
+        f"{archived} of its chunks forgotten earlier, in the forgetting archive "
+        "(restoring them brings the document back)"
+        if archived
+        else "nothing of it in the forgetting archive (none of its chunks was forgotten)",
+        "the record of this deletion and of every earlier change, in the history",
+        f"the source itself ({shown(Path(doc.source))}): ingesting it again, or a sources "
+        "sync that watches its folder, stores it again",
+    ]
+    body = (
+        f"<p>Deleting <b>{esc(doc.title or doc.doc_id)}</b> removes, for good:</p>"
+        f"<ul>{''.join(f'<li>{esc(g)}</li>' for g in goes)}</ul>"
+        f"<p>It leaves:</p><ul>{''.join(f'<li>{esc(x)}</li>' for x in stays)}</ul>"
+        f'<form class="delete" method="post" action="documents/{esc(doc.doc_id)}/delete">'
+        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
+        "<button>Delete this document</button> "
+        f"{doc_link(doc.doc_id, 'Keep it')}</form>"
+    )
+    return page(f"Delete {doc.title or doc.doc_id}?", body, spaces=spaces)
+
+
+def deleted(doc: DocumentInfo, removed: int, index_error: str | None, spaces: str) -> str:
+    """What a deletion did."""
+    index = (
+        "The search index is updated: no search finds it."
+        if index_error is None
+        else f"The search index could not be updated ({index_error}); searches leave its "
+        "chunks out already, and the next index update takes them out."
+    )
+    body = (
+        f'<p role="status">Deleted <b>{esc(doc.title or doc.doc_id)}</b>: {removed} '
+        f"chunk{'s' * (removed != 1)}.</p><p>{esc(index)}</p>"
+        '<p><a href="documents">Timeline</a></p>'
+    )
+    return page("Deleted", body, spaces=spaces)
 
 
 def _history(changes: Sequence[Change]) -> str:
