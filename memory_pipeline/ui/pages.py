@@ -506,8 +506,11 @@ def confirm_delete(
         if archived
         else "nothing of it in the forgetting archive (none of its chunks was forgotten)",
         "the record of this deletion and of every earlier change, in the history",
-        f"the source itself ({shown(Path(doc.source))}): ingesting it again, or a sources "
-        "sync that watches its folder, stores it again",
+        "what it was stored from, outside the memory: the same text or session stored "
+        "again comes back"
+        if doc.source.startswith("text:")
+        else f"the file itself ({shown(Path(doc.source))}): ingesting it again, or a "
+        "sources sync that watches its folder, stores it again",
     ]
     body = (
         f"<p>Deleting <b>{esc(doc.title or doc.doc_id)}</b> removes, for good:</p>"

@@ -22,8 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from memory_pipeline.system import MemorySystem
 
 FLAGS = [
     "--headless",
@@ -166,6 +170,22 @@ def _wait_for(port: int) -> None:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+def memory_in(folder: Path) -> MemorySystem:
+    """The memory ``memory_env(folder)`` names, opened in this process (to check a page
+    against the store)."""
+    from memory_pipeline.config import Settings
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    settings = Settings(
+        db_path=folder / "memory.db",
+        index_path=folder / "indices",
+        archive_path=folder / "archive",
+        model="hashing",
+    )
+    return MemorySystem(settings, embedder=HashingEmbedder())
+
+
 def sample_memory(folder: Path) -> None:
     """The bundled sample corpus ingested into the memory in ``folder``, one session, and
     the block a session-start hook handed over."""
@@ -217,6 +237,7 @@ def main(out: Path) -> int:
                 "search": "/search?q=why+does+news+fade+from+memory",
                 "timeline": "/documents",
                 "document": f"/{doc.group(1)}",
+                "delete": f"/{doc.group(1)}/delete",
                 "handed": "/handed",
             }
             for name, path in pages.items():

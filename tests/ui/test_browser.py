@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_pipeline.config import Settings
-from memory_pipeline.embedding.base import HashingEmbedder
-from memory_pipeline.system import MemorySystem
-from tests.ui.browser import WIDTHS, dom, sample_memory, screenshot, serving
+from tests.ui.browser import WIDTHS, dom, memory_in, sample_memory, screenshot, serving
 
 
 @pytest.fixture(scope="module")
@@ -24,22 +21,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _store(folder: Path) -> MemorySystem:
-    settings = Settings(
-        db_path=folder / "memory.db",
-        index_path=folder / "indices",
-        archive_path=folder / "archive",
-        model="hashing",
-    )
-    return MemorySystem(settings, embedder=HashingEmbedder())
-
-
 def test_search_then_the_hits_document_in_the_browser(folder: Path) -> None:
     query = "reciprocal rank fusion"
     with serving(folder) as viewer:
         page = dom(viewer.url(f"/search?q={query.replace(' ', '+')}&top_k=3"))
         hits = re.findall(r'<article class="hit".*?</article>', page, flags=re.S)
-        memory = _store(folder)
+        memory = memory_in(folder)
         try:
             request = memory.settings.search_request(top_k=3, record_access=False)
             expected = memory.query(query, request).hits
@@ -64,7 +51,7 @@ def test_search_then_the_hits_document_in_the_browser(folder: Path) -> None:
 def test_the_timeline_lists_every_document_newest_first(folder: Path) -> None:
     with serving(folder) as viewer:
         page = dom(viewer.url("/documents"))
-    memory = _store(folder)
+    memory = memory_in(folder)
     try:
         docs = memory.store.recent_documents(100)
     finally:
