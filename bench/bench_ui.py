@@ -7,14 +7,20 @@ folder, kept for the next run; with the default model that takes 8-15 minutes he
 A real ``memory-pipeline ui`` process then serves it on loopback, and each page is asked
 for ``--rounds`` times over HTTP, as a browser would (the cookie the token was traded
 for): the overview, the timeline, a document, and search — each round a different
-SciFact question, so the query's embedding is part of every search. Printed: p50 and
-p95 per page in milliseconds, with the load average before and after. The goal of the
-viewer's issue: p95 ≤ 150 ms on a 2-core machine.
+SciFact question, so the query's embedding is part of every search. Then the writes,
+each as the page's form posts it (the viewer's Origin, the form token of a page fetched
+before, untimed): a chunk's importance saved (a different chunk each round), an agent's
+change accepted (changes made beforehand, as the agent's, on other chunks), and a
+document deleted with its index update (a different document each round; stored again
+afterwards from its note, so the memory is the same for the next run). Printed: p50 and
+p95 per page and per write in milliseconds, with the load average before and after.
+The goal of the viewer's issue: p95 ≤ 150 ms on a 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -25,6 +31,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from html import unescape
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +76,35 @@ def _env(memory: Path, model: str) -> dict[str, str]:
         env["HYBRID_RAG_EMBEDDING_MODEL"] = model
     env["HOME"] = os.environ.get("HOME", str(memory))  # the user's model cache
     return env
+
+
+def agents_changes(memory: Path, model: str, docs: list[str]) -> list[int]:
+    """One change per document, made as the agent's (importance of its first chunk, as
+    ``set_chunk_tags`` over MCP records it); their ids."""
+    code = (
+        "import json, sys; from memory_pipeline.config import Settings; "
+        "from memory_pipeline.system import MemorySystem; "
+        "m = MemorySystem(Settings.from_env()); "
+        "[m.set_chunk_tags(d, 0, importance=0.6, actor='mcp') for d in sys.argv[1:]]; "
+        "print(json.dumps([c.id for c in m.proposals(len(sys.argv))])); m.close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *docs],
+        env=_env(memory, model), cwd=memory, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return sorted(json.loads(done.stdout))
+
+
+def restore(memory: Path, model: str, sources: list[str]) -> None:
+    """The deleted documents stored again from their notes (untimed)."""
+    if not sources:
+        return
+    notes = [str(memory / "notes" / Path(s).name) for s in sources]
+    subprocess.run(
+        [sys.executable, "-m", "memory_pipeline.cli", "ingest", *notes],
+        env=_env(memory, model), cwd=memory, check=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def questions(n: int) -> list[str]:
@@ -126,11 +162,71 @@ def main() -> int:
         for i in range(args.rounds):
             for name, path in pages.items():
                 times[name].append(get(path(i))[0])
+
+        def post(path: str, fields: dict[str, str]) -> float:
+            """A form posted as the browser posts it; its answer read, not followed."""
+            body = urllib.parse.urlencode(fields)
+            headers = {
+                **cookie,
+                "Origin": base,
+                "Content-Type": "application/x-www-form-urlencoded",
+            }
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            started = time.perf_counter()
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            took = (time.perf_counter() - started) * 1000
+            conn.close()
+            if response.status not in (200, 303):
+                raise SystemExit(f"POST {path}: {response.status}")
+            return took
+
+        def token(path: str) -> str:
+            found = re.search(r'name="form_token" value="([^"]+)"', get(path)[1])
+            assert found is not None, path
+            return unescape(found.group(1))
+
+        docs: list[str] = []
+        while len(docs) < 2 * args.rounds + 1:
+            listed = get(f"/documents?offset={len(docs)}")[1]
+            more = re.findall(r'href="documents/([0-9a-f]+)"', listed)
+            if not more:
+                break
+            docs += [d for d in dict.fromkeys(more) if d not in docs]
+        assert len(docs) >= 2 * args.rounds + 1, "too few documents on the timeline"
+        saving, deleting = docs[: args.rounds], docs[args.rounds : 2 * args.rounds]
+        writes: dict[str, list[float]] = {
+            "save a chunk's fields": [],
+            "accept an agent's change": [],
+            "delete a document (and update the index)": [],
+        }
+        for i, doc in enumerate(saving):
+            fields = {"form_token": token(f"/documents/{doc}"), "was_importance": ""}
+            fields.update(importance=f"{0.25 + 0.5 * (i % 2)}", knowledge_type="", tags="")
+            fields.update(was_knowledge_type="", was_tags="")
+            writes["save a chunk's fields"].append(post(f"/documents/{doc}/chunks/0", fields))
+        changes = agents_changes(args.memory, args.model, deleting)
+        for change in changes:
+            fields = {"form_token": token("/proposals"), "decision": "accept"}
+            writes["accept an agent's change"].append(post(f"/proposals/{change}", fields))
+        sources = []
+        for doc in deleting:
+            page = get(f"/documents/{doc}")[1]
+            source = re.search(r'<td>source</td><td><span class="any">([^<]+)</span>', page)
+            assert source is not None
+            sources.append(unescape(source.group(1)))
+            fields = {"form_token": token(f"/documents/{doc}/delete")}
+            writes["delete a document (and update the index)"].append(
+                post(f"/documents/{doc}/delete", fields)
+            )
+        times.update(writes)
     finally:
         server.terminate()
         server.wait(timeout=30)
+    restore(args.memory, args.model, sources)
     print(f"\nmemory: {chunks} chunks; model: {args.model or 'the default'}; {args.rounds} rounds")
-    print("| page | p50 (ms) | p95 (ms) |\n|---|---|---|")
+    print("| page or write | p50 (ms) | p95 (ms) |\n|---|---|---|")
     for name, values in times.items():
         p95 = statistics.quantiles(values, n=20)[-1]
         print(f"| {name} | {statistics.median(values):.1f} | {p95:.1f} |")

@@ -410,6 +410,16 @@ class MemorySystem:
         )
         return self.store.set_chunk_tags(doc_id, chunk_index, **changes, actor=actor)
 
+    def review_change(self, change_id: int, decision: str, *, actor: str = "api") -> Change:
+        """A person's verdict on one of the agent's changes (``proposals``): ``accept``
+        keeps it, ``revert`` sets the field back (recorded with ``actor``); takes effect
+        in the next search (``store/chunks.py``)."""
+        return self.store.review_change(change_id, decision, actor=actor)
+
+    def proposals(self, limit: int = 50, offset: int = 0) -> list[Change]:
+        """The agent's changes to chunks no person has accepted or reverted, newest first."""
+        return self.store.proposals(limit, offset)
+
     def history(
         self, limit: int = 50, offset: int = 0, *, doc_id: str | None = None
     ) -> list[Change]:

@@ -43,7 +43,8 @@ def register(
         description="List the changes made to the bound spaces' chunks and documents, newest "
         "first: a chunk's importance, knowledge type or tags (from what to what), a document "
         "deleted; each with who made it (mcp: an agent's tool; cli; page: the viewer; "
-        "pipeline; api: a program) and when. Reads only.",
+        "pipeline; api: a program) and when, and whether a person accepted or reverted an "
+        "agent's change (on the viewer's page of the agent's changes). Reads only.",
     )
     p.add_argument("--doc-id", help="only this document's changes")
     p.add_argument(
@@ -63,6 +64,7 @@ def to_dict(change: Change) -> dict[str, Any]:
         "field": change.field,
         "before": change.before,
         "after": change.after,
+        "review": change.review,
     }
 
 
@@ -71,7 +73,7 @@ def describe(change: Change) -> str:
     where = f"document {change.doc_id}"
     if change.chunk_index is not None:
         where += f" chunk {change.chunk_index}"
-    return f"{where}: {change.what}"
+    return f"{where}: {change.what}" + (f" ({change.review} by a person)" if change.review else "")
 
 
 def render(changes: Sequence[Change]) -> str:

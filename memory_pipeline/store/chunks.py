@@ -9,11 +9,20 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from memory_pipeline.errors import InvalidInputError, NotFoundError
 from memory_pipeline.store.base import StoreBase
 from memory_pipeline.store.changes import Reads
-from memory_pipeline.store.history import record_changes
+from memory_pipeline.store.history import (
+    REVIEWS,
+    Change,
+    change_of,
+    is_proposal,
+    loaded,
+    record_changes,
+    shown_value,
+)
 from memory_pipeline.store.rows import (
     CHUNKS_BY_ID,
     CHUNKS_BY_ID_IN_SPACES,
@@ -22,7 +31,7 @@ from memory_pipeline.store.rows import (
     now_utc,
     tags_for,
 )
-from memory_pipeline.store.schema import Chunk, ChunkGeneration, ChunkTag
+from memory_pipeline.store.schema import Chunk, ChunkChange, ChunkGeneration, ChunkTag
 from memory_pipeline.types import ChunkRecord, SearchFilters
 
 _UNSET: Any = object()
@@ -163,25 +172,56 @@ class ChunkQueries(StoreBase):
                 raise NotFoundError(
                     f"no chunk {chunk_index} in document {doc_id!r}; list them with get_document_chunks"
                 )
-            changed: list[tuple[str, Any, Any]] = []
+            changes: dict[str, Any] = {}
             if importance is not _UNSET:
-                changed.append(("importance", row.importance, importance))
-                row.importance = importance
+                changes["importance"] = importance
             if knowledge_type is not _UNSET:
-                changed.append(("knowledge_type", row.knowledge_type, knowledge_type))
-                row.knowledge_type = knowledge_type
+                changes["knowledge_type"] = knowledge_type
             if tags is not None:
-                held = sorted(s.scalars(sa.select(ChunkTag.tag).where(ChunkTag.chunk_id == row.id)))
-                changed.append(("tags", held, sorted(dict.fromkeys(tags))))
-                s.execute(sa.delete(ChunkTag).where(ChunkTag.chunk_id == row.id))
-                if tags:
-                    s.execute(sa.insert(ChunkTag), [{"chunk_id": row.id, "tag": t} for t in tags])
-            record_changes(
-                s, space=row.space, actor=actor, doc_id=doc_id,
-                chunk_index=chunk_index, changes=changed,
-            )  # fmt: skip
+                changes["tags"] = tags
+            _set_fields(s, row, changes, actor)
             chunk_id = row.id
         return self.get_chunks([chunk_id])[chunk_id]
+
+    def review_change(self, change_id: int, decision: str, *, actor: str) -> Change:
+        """A person's verdict on an agent's change (``accept``: it stands; ``revert``: the
+        field goes back to what it was, recorded with ``actor``), in one transaction. An
+        agent's change only, of the space this store writes, not yet reviewed; a revert
+        only while the field still holds what the agent set (a later change stands)."""
+        if decision not in REVIEWS:
+            raise InvalidInputError(f"decision must be accept or revert, got {decision!r}")
+        with self.write() as s:
+            row = s.get(ChunkChange, change_id)
+            if row is None or row.space != self.spaces.write or not is_proposal(row):
+                raise NotFoundError(
+                    f"no change {change_id} of an agent's to review in space {self.spaces.write!r}"
+                )
+            if row.review is not None:
+                raise InvalidInputError(f"change {change_id} was {row.review} already")
+            if decision == "revert":
+                chunk = s.scalar(
+                    sa.select(Chunk).where(
+                        Chunk.doc_id == row.doc_id,
+                        Chunk.chunk_index == row.chunk_index,
+                        Chunk.space == self.spaces.write,
+                    )
+                )
+                if chunk is None:
+                    raise InvalidInputError(
+                        f"change {change_id} cannot be reverted: its chunk is gone (deleted or "
+                        "forgotten); accept it to take it off the list"
+                    )
+                now = _field_value(s, chunk, row.field)
+                if now != loaded(row.after):
+                    raise InvalidInputError(
+                        f"change {change_id} cannot be reverted: the chunk's {row.field} was "
+                        f"changed again since (it is {shown_value(now)} now); that change stands"
+                    )
+                _set_fields(s, chunk, {row.field: loaded(row.before)}, actor)
+            row.review = REVIEWS[decision]
+            row.reviewed_at = now_utc()
+            s.flush()
+            return change_of(row)
 
     def record_access(self, ids: Sequence[int], when: dt.datetime | None = None) -> None:
         if not ids:
@@ -196,6 +236,36 @@ class ChunkQueries(StoreBase):
 
 
 _GENERATION = sa.select(ChunkGeneration.generation)
+
+
+def _set_fields(s: Session, row: Chunk, changes: dict[str, Any], actor: str) -> None:
+    """Set memory fields of the chunk ``row`` (importance, knowledge_type, tags) inside
+    ``s``, each change recorded with ``actor``: the one way they are written."""
+    changed: list[tuple[str, Any, Any]] = []
+    for field, value in changes.items():
+        before = _field_value(s, row, field)
+        if field == "tags":
+            s.execute(sa.delete(ChunkTag).where(ChunkTag.chunk_id == row.id))
+            if value:
+                rows = [{"chunk_id": row.id, "tag": t} for t in dict.fromkeys(value)]
+                s.execute(sa.insert(ChunkTag), rows)
+            value = sorted(dict.fromkeys(value))
+        elif field in ("importance", "knowledge_type"):
+            setattr(row, field, value)
+        else:
+            raise InvalidInputError(f"not a memory field: {field!r}")
+        changed.append((field, before, value))
+    record_changes(
+        s, space=row.space, actor=actor, doc_id=row.doc_id,
+        chunk_index=row.chunk_index, changes=changed,
+    )  # fmt: skip
+
+
+def _field_value(s: Session, row: Chunk, field: str) -> Any:
+    """A memory field's value as the history records it (tags: sorted)."""
+    if field == "tags":
+        return sorted(s.scalars(sa.select(ChunkTag.tag).where(ChunkTag.chunk_id == row.id)))
+    return getattr(row, field)
 
 
 def _others_hold_chunks(c: sa.Connection, read: frozenset[str]) -> bool:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest schema revision (the last file in ``migrations/versions``), known without
 #: loading the migration tool: opening a current database only reads its revision.
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 VERSION_TABLE = "alembic_version"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "memory_pipeline_write"

@@ -26,6 +26,10 @@ from memory_pipeline.store.schema import ChunkChange
 ACTORS = ("mcp", "cli", "page", "pipeline", "api")
 #: The ``field`` of a document's deletion.
 DOCUMENT = "document"
+#: A person's verdict on an agent's change, as the form says it: as the record keeps it.
+REVIEWS = {"accept": "accepted", "revert": "reverted"}
+#: Whose changes a person reviews: the agent's, over MCP.
+PROPOSER = "mcp"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class Change:
     field: str  # importance, knowledge_type, tags, or document
     before: Any
     after: Any
+    id: int = 0
+    review: str | None = None  # an agent's change: accepted or reverted by a person
 
     @property
     def what(self) -> str:
@@ -45,10 +51,11 @@ class Change:
         if self.chunk_index is None:
             gone = self.before if isinstance(self.before, dict) else {}
             return f"deleted: {gone.get('title')!r} ({gone.get('chunks')} chunks)"
-        return f"{self.field} {_shown(self.before)} → {_shown(self.after)}"
+        return f"{self.field} {shown_value(self.before)} → {shown_value(self.after)}"
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A field's value as a person reads it in the history."""
     if value is None:
         return "unset"
     if isinstance(value, list):
@@ -97,16 +104,51 @@ class HistoryQueries(StoreBase):
             stmt = stmt.where(ChunkChange.doc_id == doc_id)
         stmt = stmt.order_by(ChunkChange.id.desc()).limit(limit).offset(offset)
         with self.read() as s:
-            return [
-                Change(
-                    at=row.at,
-                    space=row.space,
-                    actor=row.actor,
-                    doc_id=row.doc_id,
-                    chunk_index=row.chunk_index,
-                    field=row.field,
-                    before=json.loads(row.before) if row.before is not None else None,
-                    after=json.loads(row.after) if row.after is not None else None,
-                )
-                for row in s.scalars(stmt)
-            ]
+            return [change_of(row) for row in s.scalars(stmt)]
+
+    def proposals(self, limit: int, offset: int = 0) -> list[Change]:
+        """The agent's changes to chunks of the space this store writes that no person has
+        accepted or reverted yet, newest first."""
+        stmt = (
+            sa.select(ChunkChange)
+            .where(ChunkChange.space == self.spaces.write, _PROPOSAL, ChunkChange.review.is_(None))
+            .order_by(ChunkChange.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        with self.read() as s:
+            return [change_of(row) for row in s.scalars(stmt)]
+
+    def count_proposals(self) -> int:
+        stmt = sa.select(sa.func.count()).where(
+            ChunkChange.space == self.spaces.write, _PROPOSAL, ChunkChange.review.is_(None)
+        )
+        with self.read() as s:
+            return int(s.scalar(stmt) or 0)
+
+
+_PROPOSAL = sa.and_(ChunkChange.actor == PROPOSER, ChunkChange.field != DOCUMENT)
+
+
+def is_proposal(row: ChunkChange) -> bool:
+    """Whether a person reviews this change: an agent's, to a chunk's field."""
+    return row.actor == PROPOSER and row.field != DOCUMENT
+
+
+def loaded(value: str | None) -> Any:
+    return json.loads(value) if value is not None else None
+
+
+def change_of(row: ChunkChange) -> Change:
+    return Change(
+        at=row.at,
+        space=row.space,
+        actor=row.actor,
+        doc_id=row.doc_id,
+        chunk_index=row.chunk_index,
+        field=row.field,
+        before=loaded(row.before),
+        after=loaded(row.after),
+        id=row.id,
+        review=row.review,
+    )

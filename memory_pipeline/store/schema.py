@@ -223,6 +223,9 @@ class ChunkChange(Base):
     field: Mapped[str] = mapped_column(String(32))
     before: Mapped[str | None] = mapped_column(Text)  # JSON
     after: Mapped[str | None] = mapped_column(Text)  # JSON
+    #: A person's verdict on an agent's change: accepted, reverted (None: not yet).
+    review: Mapped[str | None] = mapped_column(String(16))
+    reviewed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
 
 class Redaction(Base):

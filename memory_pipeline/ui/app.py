@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from memory_pipeline.errors import InvalidInputError, MemoryPipelineError
+from memory_pipeline.errors import InvalidInputError, MemoryPipelineError, NotFoundError
 from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
@@ -269,6 +269,61 @@ class Viewer:
         )
         return self._html(request, page)
 
+    def proposals(self, request: Request) -> Response:
+        """The agent's changes waiting for a person's verdict."""
+        offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+        with self._lock:
+            changes = self.system.proposals(PAGE_SIZE + 1, offset)
+            shown = changes[:PAGE_SIZE]
+            titles = {
+                doc_id: title
+                for doc_id, (title, _) in self.system.document_labels(
+                    c.doc_id for c in shown
+                ).items()
+            }
+            chunks = {}
+            for c in shown:
+                if c.chunk_index is not None and (c.doc_id, c.chunk_index) not in chunks:
+                    try:
+                        found = self.system.store.document_window(c.doc_id, c.chunk_index, 0)
+                    except NotFoundError:  # deleted or forgotten since: the page says so
+                        continue
+                    chunks.update({(r.doc_id, r.chunk_index): r for r in found})
+        done = REVIEWED.get(request.query_params.get("done", ""), "")
+        token = None if self.read_only else self.forms.issue(PROPOSALS)
+        page = pages.proposals(
+            shown,
+            chunks,
+            titles,
+            offset=offset,
+            more=len(changes) > PAGE_SIZE,
+            spaces=self.spaces,
+            token=token,
+            done=done,
+        )
+        return self._html(request, page)
+
+    async def review(self, request: Request) -> Response:
+        """Accept or revert one of the agent's changes (``MemorySystem.review_change``,
+        a revert recorded as the page's)."""
+        from starlette.concurrency import run_in_threadpool
+
+        change_id = int(request.path_params["change_id"])
+        form = await self._form(request, PROPOSALS)
+        if not isinstance(form, dict):
+            return form
+        decision = form.get("decision", "")
+        try:
+            await run_in_threadpool(self._review, change_id, decision)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        root = request.scope.get("root_path", "").rstrip("/")
+        return _redirect(f"{root}/proposals?done={quote(decision)}")
+
+    def _review(self, change_id: int, decision: str) -> None:
+        with self._lock:
+            self.system.review_change(change_id, decision, actor="page")
+
     def document(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]
         focus = _int(request.query_params.get("chunk"), None, 0, 10**9)
@@ -438,6 +493,15 @@ class Viewer:
         return self._html(request, pages.search(query, result, "", self.spaces, chosen))
 
 
+#: The purpose of the review page's form token.
+PROPOSALS = "proposals"
+#: What the review page says after a verdict.
+REVIEWED = {
+    "accept": "Accepted: the agent's change stands.",
+    "revert": "Reverted: the field is back to what it was.",
+}
+
+
 def _chunks_of(doc_id: str) -> str:
     return f"chunks:{doc_id}"
 
@@ -514,6 +578,7 @@ def build_app(
     writes: list[tuple[str, Callable[[Request], Awaitable[Response]]]] = [
         ("/documents/{doc_id}/chunks/{index:int}", viewer.edit_chunk),
         ("/documents/{doc_id}/delete", viewer.delete),
+        ("/proposals/{change_id:int}", viewer.review),
     ]
     handlers: list[tuple[str, Callable[[Request], Response]]] = [
         ("/", viewer.overview),
@@ -522,6 +587,7 @@ def build_app(
         ("/documents/{doc_id:path}", viewer.document),
         ("/search", viewer.search),
         ("/handed", viewer.handed),
+        ("/proposals", viewer.proposals),
     ]
     routes = [Route(path, handler, methods=["POST"]) for path, handler in writes]
     routes += [Route(path, handler) for path, handler in handlers]

@@ -99,6 +99,7 @@ def page(title: str, body: str, *, current: str = "", spaces: str = "") -> str:
         ("documents", "Timeline"),
         ("search", "Search"),
         ("handed", "Handed to the agent"),
+        ("proposals", "The agent's changes"),
     ]
     nav = " ".join(
         f'<a href="{href}"{" aria-current=page" if href == current else ""}>{name}</a>'
@@ -545,7 +546,9 @@ def _history(changes: Sequence[Change]) -> str:
     if not changes:
         return ""
     items = "".join(
-        f"<li>{esc(f'{c.at:%Y-%m-%d %H:%M}')} · {esc(c.actor)} · {esc(c.what)}</li>"
+        f"<li>{esc(f'{c.at:%Y-%m-%d %H:%M}')} · {esc(c.actor)} · {esc(c.what)}"
+        + (f" · {esc(c.review)}" if c.review else "")
+        + "</li>"
         for c in changes
     )
     return f'<details class="history"><summary>History ({len(changes)})</summary><ul>{items}</ul></details>'
@@ -703,6 +706,62 @@ def handed(records: Sequence[HandedRecord], *, offset: int, more: bool, spaces: 
     if more:
         body += f'<p><a href="handed?{urlencode({"offset": offset + len(records)})}">Older</a></p>'
     return page("Handed to the agent", body, current="handed", spaces=spaces)
+
+
+def proposals(
+    changes: Sequence[Change],
+    chunks: Mapping[tuple[str, int], ChunkRecord],
+    titles: Mapping[str, str],
+    *,
+    offset: int,
+    more: bool,
+    spaces: str,
+    token: str | None,
+    done: str = "",
+) -> str:
+    """The agent's changes no person has reviewed, newest first, each with its chunk's
+    text now and, with ``token`` (the page may write), Accept and Revert."""
+    said = f'<p class="saved" role="status">{esc(done)}</p>' if done else ""
+    if not changes and offset == 0:
+        body = said + (
+            '<div class="empty"><p>Nothing to review.</p><p>When the agent sets a chunk\'s '
+            "importance, knowledge type or tags over MCP (<code>set_chunk_tags</code>), the "
+            "change is listed here until you accept or revert it.</p></div>"
+        )
+        return page("The agent's changes", body, current="proposals", spaces=spaces)
+    out = [said]
+    for c in changes:
+        index = c.chunk_index if c.chunk_index is not None else 0
+        chunk = chunks.get((c.doc_id, index))
+        where = doc_link(c.doc_id, titles.get(c.doc_id), index) + f" #{index}"
+        text = (
+            f'<div class="content">{esc(_excerpt(chunk.content))}</div>'
+            if chunk
+            else "<p class=muted>(its chunk is gone: deleted or forgotten)</p>"
+        )
+        buttons = (
+            f'<form class="edit" method="post" action="proposals/{c.id}">'
+            f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
+            '<button name="decision" value="accept">Accept</button>'
+            '<button name="decision" value="revert">Revert</button></form>'
+            if token is not None
+            else ""
+        )
+        out.append(
+            f'<article class="hit proposal" id="change-{c.id}"><div class=muted>'
+            f"{esc(f'{c.at:%Y-%m-%d %H:%M}')} · {esc(c.actor)} · space {esc(c.space)}</div>"
+            f"<p>{where}: <b>{esc(c.what)}</b></p>{text}{buttons}</article>"
+        )
+    body = "".join(out)
+    if more:
+        body += (
+            f'<p><a href="proposals?{urlencode({"offset": offset + len(changes)})}">Older</a></p>'
+        )
+    return page("The agent's changes", body, current="proposals", spaces=spaces)
+
+
+def _excerpt(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def problem(title: str, message: str, spaces: str = "") -> str:

@@ -58,7 +58,17 @@ DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
     "skipped_vectors", "truncated", "generated_at",
 }  # fmt: skip
-HISTORY_KEYS = {"at", "space", "actor", "doc_id", "chunk_index", "field", "before", "after"}
+HISTORY_KEYS = {
+    "at",
+    "space",
+    "actor",
+    "doc_id",
+    "chunk_index",
+    "field",
+    "before",
+    "after",
+    "review",
+}
 SCRUB_KEYS = {"spaces", "applied", "found", "by_kind", "changes", "places", "purged"}
 FORGET_KEYS = {
     "run_id", "dry_run", "params", "live_chunks", "candidates", "archived", "limit", "refused",

@@ -228,6 +228,12 @@ def main(out: Path) -> int:
 
         home = folder / "dagster_home"
         run_jobs(home, [failing_job, tidy_job])
+        memory = memory_in(folder)  # two changes as the agent's tools record them
+        try:
+            for doc in memory.store.recent_documents(2):
+                memory.set_chunk_tags(doc.doc_id, 0, importance=0.9, actor="mcp")
+        finally:
+            memory.close()
         with serving(folder, "--dagster-home", str(home)) as viewer:
             page = dom(viewer.url("/documents"))
             doc = re.search(r'href="(documents/[0-9a-f]+)"', page)
@@ -239,6 +245,7 @@ def main(out: Path) -> int:
                 "document": f"/{doc.group(1)}",
                 "delete": f"/{doc.group(1)}/delete",
                 "handed": "/handed",
+                "proposals": "/proposals",
             }
             for name, path in pages.items():
                 for width_name, (width, height) in WIDTHS.items():

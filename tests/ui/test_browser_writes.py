@@ -111,6 +111,65 @@ def test_a_person_corrects_and_deletes_in_the_browser(folder: Path) -> None:
         memory.close()
 
 
+def agent_sets(folder: Path, doc: str, chunk: int, **fields: Any) -> None:
+    """``set_chunk_tags`` through a real MCP client over stdio: the agent's change."""
+
+    async def call() -> None:
+        env = {**memory_env(folder), "HYBRID_RAG_TOOLS": "all"}  # a maintenance tool
+        async with Client(stdio_params(env, folder)) as client:
+            arguments = {"doc_id": doc, "chunk_index": chunk, **fields}
+            structured(await client.call_tool("set_chunk_tags", arguments))
+
+    anyio.run(call)
+
+
+def test_a_person_reviews_the_agents_changes_in_the_browser(folder: Path) -> None:
+    memory = memory_in(folder)
+    try:
+        request = memory.settings.search_request(top_k=5, record_access=False)
+        [first, second] = memory.query(QUERY, request).hits[:2]
+        held = sorted(memory.store.document_chunks(first.doc_id)[first.chunk_index].tags)
+        agent_sets(folder, first.doc_id, first.chunk_index, tags=["agent-says-core"])
+        agent_sets(folder, second.doc_id, second.chunk_index, importance=0.05)
+        [importance, tags] = memory.proposals()
+        assert (importance.field, tags.field) == ("importance", "tags")
+        with serving(folder) as viewer, Browser() as browser:
+            browser.open(viewer.url("/proposals"))
+            listed = browser.text()
+            assert f"tags [{', '.join(held)}] → [agent-says-core]" in listed
+            assert "importance unset → 0.05" in listed
+            browser.submit(
+                f"document.querySelector('#change-{importance.id} button[value=revert]').click()"
+            )
+            assert browser.status() == 200 and "Reverted" in browser.text()
+            assert "importance unset → 0.05" not in browser.text()
+            assert (
+                memory.store.document_chunks(second.doc_id)[second.chunk_index].importance is None
+            )
+            browser.submit(
+                f"document.querySelector('#change-{tags.id} button[value=accept]').click()"
+            )
+            assert "Accepted" in browser.text() and "Nothing to review." in browser.text()
+        assert memory.proposals() == []
+        reviews = {c.id: c.review for c in memory.history()}
+        assert (reviews[importance.id], reviews[tags.id]) == ("reverted", "accepted")
+        newest = memory.history(1)[0]
+        assert (newest.actor, newest.field, newest.before, newest.after) == (
+            "page",
+            "importance",
+            0.05,
+            None,
+        )
+        # what the agent searches right after: the accepted tag holds, the reverted cut not
+        assert agent_search(folder, QUERY, filters={"tags": ["agent-says-core"]}) == [
+            (first.doc_id, first.chunk_index)
+        ]
+        stored = memory.store.document_chunks(second.doc_id)[second.chunk_index]
+        assert stored.importance is None
+    finally:
+        memory.close()
+
+
 @contextmanager
 def other_site(target: str) -> Iterator[str]:
     """A page on another port that posts a form to ``target`` (a forged write)."""

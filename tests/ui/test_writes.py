@@ -7,26 +7,21 @@ document) leaves the store exactly as it was: every row, the index, the archive.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
 from memory_pipeline.embedding.base import HashingEmbedder
 from memory_pipeline.memory.scoring import MemoryParams
 from memory_pipeline.system import MemorySystem
 from memory_pipeline.types import SearchFilters
-from memory_pipeline.ui.app import build_app, cookie_name
 from serving.harness import StoreLayout, snapshot
 from tests.conftest import make_settings
+from tests.ui.writing import form_of, post, viewer_client
 
-TOKEN = "t0ken-for-the-tests"
-PORT = 8765
-ORIGIN = f"http://127.0.0.1:{PORT}"
 NOTE = "\n\n".join(
     [
         "Decision: the session cache moves from Redis to SQLite with a five-minute TTL. "
@@ -49,13 +44,6 @@ def _memory(tmp_path: Path, space: str = "default") -> MemorySystem:
     return MemorySystem(make_settings(tmp_path, space=space), embedder=HashingEmbedder())
 
 
-def _client(system: MemorySystem, *, read_only: bool = False) -> TestClient:
-    app = build_app(system, token=TOKEN, host="127.0.0.1", port=PORT, read_only=read_only)
-    client = TestClient(app, base_url=ORIGIN, follow_redirects=False)
-    client.cookies.set(cookie_name(PORT), TOKEN)
-    return client
-
-
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[MemorySystem]:
     system = _memory(tmp_path)
@@ -71,26 +59,6 @@ def digest(system: MemorySystem) -> dict[str, Any]:
     return snapshot(StoreLayout(system.settings.db_path.parent))
 
 
-def form_of(html: str, action: str) -> dict[str, str]:
-    """The fields of the form posting to ``action`` (hidden ones and inputs' values)."""
-    found = re.search(rf'<form[^>]*action="{re.escape(action)}">(.*?)</form>', html, re.S)
-    assert found is not None, f"no form to {action}"
-    fields = {
-        unescape(n): unescape(v)
-        for n, v in re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', found.group(1))
-    }
-    chosen = re.findall(
-        r'<select name="([^"]+)">.*?<option value="([^"]*)" selected', found.group(1), re.S
-    )
-    fields.update({n: unescape(v) for n, v in chosen})
-    fields.setdefault("knowledge_type", "")
-    return fields
-
-
-def post(client: TestClient, path: str, fields: dict[str, str], **headers: str):  # type: ignore[no-untyped-def]
-    return client.post(path, data=fields, headers={"origin": ORIGIN, **headers})
-
-
 def _doc(system: MemorySystem, title: str = "Cache decision") -> str:
     return system.store.documents_by_source(f"text:{title}")[0].doc_id
 
@@ -98,7 +66,7 @@ def _doc(system: MemorySystem, title: str = "Cache decision") -> str:
 def test_a_chunks_fields_set_from_its_form_are_stored_searchable_and_recorded(
     memory: MemorySystem,
 ) -> None:
-    client = _client(memory)
+    client = viewer_client(memory)
     doc = _doc(memory)
     page = client.get(f"/documents/{doc}").text
     fields = form_of(page, f"documents/{doc}/chunks/0")
@@ -141,7 +109,7 @@ def test_a_chunks_fields_set_from_its_form_are_stored_searchable_and_recorded(
 def test_only_the_fields_the_person_changed_are_written(memory: MemorySystem) -> None:
     """The agent re-tags the chunk while the page is open; the person then sets its
     importance: the agent's tags stand, and nothing is recorded for the untouched fields."""
-    client = _client(memory)
+    client = viewer_client(memory)
     doc = _doc(memory)
     fields = form_of(client.get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0")
     memory.set_chunk_tags(doc, 0, tags=["from-the-agent"], actor="mcp")
@@ -164,7 +132,7 @@ def test_only_the_fields_the_person_changed_are_written(memory: MemorySystem) ->
 def test_a_bad_value_is_refused_and_changes_nothing(
     memory: MemorySystem, importance: str, said: str
 ) -> None:
-    client = _client(memory)
+    client = viewer_client(memory)
     doc = _doc(memory)
     fields = form_of(client.get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0")
     before = digest(memory)
@@ -178,7 +146,7 @@ def test_a_bad_value_is_refused_and_changes_nothing(
 def test_every_forged_or_stale_write_is_refused_and_changes_nothing(
     memory: MemorySystem,
 ) -> None:
-    client = _client(memory)
+    client = viewer_client(memory)
     doc = _doc(memory)
     other = memory.ingest_text(OTHER, "Another note").doc_id
     page = client.get(f"/documents/{doc}").text
@@ -205,12 +173,12 @@ def test_every_forged_or_stale_write_is_refused_and_changes_nothing(
             },
         ),
         "another run's token": post(
-            _client(memory),
+            viewer_client(memory),
             path,
             {
                 **change,
                 "form_token": form_of(
-                    _client(memory).get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0"
+                    viewer_client(memory).get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0"
                 )["form_token"],
             },
         ),
@@ -230,8 +198,10 @@ def test_every_forged_or_stale_write_is_refused_and_changes_nothing(
 
 def test_a_read_only_page_has_no_forms_and_refuses_writes(memory: MemorySystem) -> None:
     doc = _doc(memory)
-    token = form_of(_client(memory).get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0")
-    viewer = _client(memory, read_only=True)
+    token = form_of(
+        viewer_client(memory).get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0"
+    )
+    viewer = viewer_client(memory, read_only=True)
     page = viewer.get(f"/documents/{doc}").text
     assert "<form" not in page.replace('<form class="search"', "") and "Delete this" not in page
     before = digest(memory)
@@ -253,7 +223,7 @@ def test_a_page_bound_to_one_space_cannot_change_anothers_document(tmp_path: Pat
         mine = ours.ingest_text(NOTE, "Cache decision").doc_id
         hidden = theirs.ingest_text(OTHER, "Zanzibar ledger").doc_id
         common = shared.ingest_text(OTHER + " Shared.", "Shared ledger").doc_id
-        client = _client(reader)
+        client = viewer_client(reader)
         fields = form_of(client.get(f"/documents/{mine}").text, f"documents/{mine}/chunks/0")
         assert "<form" not in client.get(f"/documents/{common}").text.split("<h2>Chunks</h2>")[1]
         before = digest(ours)
@@ -292,7 +262,7 @@ def test_deleting_a_document_says_what_goes_and_what_stays(tmp_path: Path) -> No
             grace_days=0,
         )
         assert run.archived == 1
-        client = _client(memory)
+        client = viewer_client(memory)
         page = client.get(f"/documents/{doc}").text
         assert f'href="documents/{doc}/delete"' in page
         confirm = client.get(f"/documents/{doc}/delete")
