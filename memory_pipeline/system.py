@@ -277,15 +277,24 @@ class MemorySystem:
         now: dt.datetime | None = None,
         examples: int = 10,
         grace_days: float | None = None,
+        chosen: Sequence[int] | None = None,
     ) -> ForgettingReport:
         """Score every live chunk on the memory axis (None: as configured); archive the
-        low ones unless dry run. A threshold, fraction or grace left unset is the
-        configured one (``settings.forgetting``)."""
+        low ones unless dry run (only those in ``chosen``, when given: a person's pick). A
+        threshold, fraction or grace left unset is the configured one
+        (``settings.forgetting``)."""
         limits = self.settings.forgetting.limits(score_threshold, max_fraction, grace_days)
         memory = memory or self.settings.memory_params()
         parts = (self.store, self.writer, self.archive_file, self.embedder)
         return run_forgetting_batch(
-            *parts, memory, dry_run=dry_run, force=force, now=now, examples=examples, **limits
+            *parts,
+            memory,
+            dry_run=dry_run,
+            force=force,
+            now=now,
+            examples=examples,
+            chosen=chosen,
+            **limits,
         )
 
     def restore_archived(

@@ -22,6 +22,7 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,8 +213,11 @@ def run_forgetting_batch(
     now: dt.datetime | None = None,
     examples: int = 10,
     grace_days: float = DEFAULT_GRACE_DAYS,
+    chosen: Collection[int] | None = None,
 ) -> ForgettingReport:
-    """Score every live chunk; a real run archives the candidates and removes them."""
+    """Score every live chunk; a real run archives the candidates and removes them —
+    only those of them in ``chosen`` when given (chunk ids a person picked from a dry
+    run: one that is no candidate any more, read since, say, is left)."""
     _check(score_threshold, max_fraction, grace_days, examples)
     started = time.perf_counter()
     now = now or now_utc()
@@ -259,6 +263,11 @@ def run_forgetting_batch(
     if dry_run:
         report.timings_s["total"] = time.perf_counter() - started
         return report
+    if chosen is not None:
+        picked = set(chosen)
+        candidates = [c for c in candidates if c.chunk_id in picked]
+        report.params["chosen"] = len(picked)
+        report.refused = len(candidates) > limit
     if report.refused and not force:
         raise ForgettingRefusedError(
             f"this run would archive {len(candidates)} of {live} live chunks "

@@ -23,19 +23,20 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from memory_pipeline.errors import InvalidInputError, MemoryPipelineError, NotFoundError
+from memory_pipeline.memory.forgetting import ForgettingRefusedError, ForgettingReport
 from memory_pipeline.metadata import CONVERSATION_TAG as SESSION_TAG
 from memory_pipeline.metadata import KnowledgeType
 from memory_pipeline.search.params import MAX_TOP_K
 from memory_pipeline.types import SearchFilters
 from memory_pipeline.ui import pages
 from memory_pipeline.ui.forms import FIELD as FORM_FIELD
-from memory_pipeline.ui.forms import FormTokens, read_form
+from memory_pipeline.ui.forms import Form, FormTokens, read_form
 from memory_pipeline.ui.runs import last_runs
 
 if TYPE_CHECKING:
@@ -324,6 +325,93 @@ class Viewer:
         with self._lock:
             self.system.review_change(change_id, decision, actor="page")
 
+    def forgetting(self, request: Request) -> Response:
+        """The forgetting batch's dry run, its lowest candidates to tick."""
+        with self._lock:
+            report = self.system.run_forgetting_batch(dry_run=True, examples=CANDIDATES_SHOWN)
+            titles = self._titles(c.doc_id for c in report.examples)
+        token = None if self.read_only else self.forms.issue(FORGETTING)
+        page = pages.forgetting(report, titles, spaces=self.spaces, token=token)
+        return self._html(request, page)
+
+    def _titles(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        labels = self.system.document_labels(doc_ids)
+        return {doc_id: title for doc_id, (title, _) in labels.items()}
+
+    async def forget(self, request: Request) -> Response:
+        """Archive the ticked candidates: the forgetting batch itself, a real run limited
+        to them (``MemorySystem.run_forgetting_batch(chosen=…)``)."""
+        from starlette.concurrency import run_in_threadpool
+
+        form = await self._form(request, FORGETTING)
+        if not isinstance(form, Form):
+            return form
+        try:
+            picked = _chunk_ids(form)
+            report = await run_in_threadpool(self._forget, picked)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        return self._html(request, pages.forgotten(report, len(picked), self.spaces))
+
+    def _forget(self, picked: list[int]) -> ForgettingReport:
+        with self._lock:
+            try:
+                return self.system.run_forgetting_batch(dry_run=False, chosen=picked)
+            except ForgettingRefusedError:
+                dry = self.system.run_forgetting_batch(dry_run=True, examples=0)
+                raise InvalidInputError(
+                    f"You ticked {len(picked)} chunks; one run may archive at most "
+                    f"{dry.limit} chunks, {dry.params['max_fraction']:.0%} of the memory "
+                    "(HYBRID_RAG_FORGET_MAX_FRACTION). Tick fewer."
+                ) from None
+
+    def archive(self, request: Request) -> Response:
+        """The chunks archived now in the spaces this page reads, newest first, narrowed
+        to those holding the words asked for."""
+        from memory_pipeline.memory.archive import archived_records, record_space
+
+        query = request.query_params.get("q", "").strip()
+        spaces = self.system.spaces
+        with self._lock:
+            held = [
+                r
+                for r in archived_records(self.system.store, self.system.archive_file)
+                if spaces.reads(record_space(r))
+            ]
+        words = query.casefold()
+        found = [r for r in held if words in str(r.get("content", "")).casefold()]
+        found.sort(key=lambda r: str(r.get("archived_at", "")), reverse=True)
+        done = request.query_params.get("restored", "")
+        page = pages.archive(
+            found[:ARCHIVE_SHOWN],
+            total=len(held),
+            query=query,
+            spaces=self.spaces,
+            token=None if self.read_only else self.forms.issue(RESTORING),
+            restorable=lambda r: spaces.may_write(record_space(r)),
+            done=f"Restored {done} chunk{'s' * (done != '1')}." if done.isdigit() else "",
+        )
+        return self._html(request, page)
+
+    async def restore(self, request: Request) -> Response:
+        """Bring the ticked archived chunks back (``MemorySystem.restore_archived``)."""
+        from starlette.concurrency import run_in_threadpool
+
+        form = await self._form(request, RESTORING)
+        if not isinstance(form, Form):
+            return form
+        try:
+            picked = _chunk_ids(form)
+            restored = await run_in_threadpool(self._restore, picked)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        root = request.scope.get("root_path", "").rstrip("/")
+        return _redirect(f"{root}/archive?restored={restored}")
+
+    def _restore(self, picked: list[int]) -> int:
+        with self._lock:
+            return self.system.restore_archived(chunk_ids=picked).restored
+
     def document(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]
         focus = _int(request.query_params.get("chunk"), None, 0, 10**9)
@@ -356,7 +444,7 @@ class Viewer:
         page = pages.problem("Not changed", f"{message} Nothing was changed.", self.spaces)
         return self._html(request, page, status)
 
-    async def _form(self, request: Request, purpose: str) -> dict[str, str] | Response:
+    async def _form(self, request: Request, purpose: str) -> Form | Response:
         """The form of a write, or the refusal: a read-only page, no form token issued for
         ``purpose`` (missing, stale, used, another page's)."""
         if self.read_only:
@@ -502,6 +590,25 @@ REVIEWED = {
 }
 
 
+#: The purposes of the forgetting page's and the archive's form tokens.
+FORGETTING = "forgetting"
+RESTORING = "restore"
+#: Candidates the forgetting page lists (the lowest first), archived chunks the archive's.
+CANDIDATES_SHOWN = 200
+ARCHIVE_SHOWN = 200
+
+
+def _chunk_ids(form: Form) -> list[int]:
+    """The ticked chunks of a list's form."""
+    try:
+        picked = [int(v) for v in form.getlist("chunk")]
+    except ValueError:
+        raise InvalidInputError("a ticked chunk's id is not a number") from None
+    if not picked:
+        raise InvalidInputError("no chunk was ticked: tick the chunks first")
+    return picked
+
+
 def _chunks_of(doc_id: str) -> str:
     return f"chunks:{doc_id}"
 
@@ -579,6 +686,8 @@ def build_app(
         ("/documents/{doc_id}/chunks/{index:int}", viewer.edit_chunk),
         ("/documents/{doc_id}/delete", viewer.delete),
         ("/proposals/{change_id:int}", viewer.review),
+        ("/forgetting", viewer.forget),
+        ("/archive/restore", viewer.restore),
     ]
     handlers: list[tuple[str, Callable[[Request], Response]]] = [
         ("/", viewer.overview),
@@ -588,6 +697,8 @@ def build_app(
         ("/search", viewer.search),
         ("/handed", viewer.handed),
         ("/proposals", viewer.proposals),
+        ("/forgetting", viewer.forgetting),
+        ("/archive", viewer.archive),
     ]
     routes = [Route(path, handler, methods=["POST"]) for path, handler in writes]
     routes += [Route(path, handler) for path, handler in handlers]

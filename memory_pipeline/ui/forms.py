@@ -63,6 +63,17 @@ class FormTokens:
         return for_what == purpose and self._clock() - when <= self._lifetime
 
 
-def read_form(body: bytes) -> dict[str, str]:
-    """A URL-encoded form's fields (the last value of a repeated one)."""
-    return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+class Form(dict[str, str]):
+    """A URL-encoded form's fields (the last value of a repeated one), and every value of
+    a repeated one (``getlist``: the checked boxes of a list)."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        super().__init__(pairs)
+        self._pairs = pairs
+
+    def getlist(self, name: str) -> list[str]:
+        return [v for k, v in self._pairs if k == name]
+
+
+def read_form(body: bytes) -> Form:
+    return Form(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))

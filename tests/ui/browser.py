@@ -133,12 +133,13 @@ def memory_env(folder: Path) -> dict[str, str]:
 
 
 @contextmanager
-def serving(folder: Path, *args: str) -> Iterator[Viewer]:
-    """``memory-pipeline ui`` over the memory in ``folder`` until the block ends."""
+def serving(folder: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Viewer]:
+    """``memory-pipeline ui`` over the memory in ``folder`` until the block ends; ``env``:
+    settings added to ``memory_env``'s."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "memory_pipeline.cli", "ui", "--port", str(port), *args],
-        env=memory_env(folder),
+        env={**memory_env(folder), **(env or {})},
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -228,13 +229,28 @@ def main(out: Path) -> int:
 
         home = folder / "dagster_home"
         run_jobs(home, [failing_job, tidy_job])
-        memory = memory_in(folder)  # two changes as the agent's tools record them
+        memory = memory_in(folder)
         try:
-            for doc in memory.store.recent_documents(2):
+            for doc in memory.store.recent_documents(2):  # as the agent's tools record them
                 memory.set_chunk_tags(doc.doc_id, 0, importance=0.9, actor="mcp")
+            for doc in memory.store.recent_documents(3, 2):  # a person marks them weak
+                memory.set_chunk_tags(doc.doc_id, 0, importance=0.01)
         finally:
             memory.close()
-        with serving(folder, "--dagster-home", str(home)) as viewer:
+        # forgetting set up to take what is marked weak; one of them archived already
+        knobs = {"HYBRID_RAG_FORGET_GRACE_DAYS": "0", "HYBRID_RAG_IMPORTANCE_THRESHOLD": "0.05"}
+        subprocess.run(
+            [sys.executable, "-m", "memory_pipeline.cli", "forget", "--apply", "--score-threshold", "0"],
+            env={**memory_env(folder), **knobs, "HYBRID_RAG_FORGET_MAX_FRACTION": "1.0"},
+            cwd=folder, check=True, capture_output=True,
+        )  # fmt: skip
+        memory = memory_in(folder)
+        try:  # two more marked weak, for the forgetting page's candidates
+            for doc in memory.store.recent_documents(2, 5):
+                memory.set_chunk_tags(doc.doc_id, 0, importance=0.01)
+        finally:
+            memory.close()
+        with serving(folder, "--dagster-home", str(home), env=knobs) as viewer:
             page = dom(viewer.url("/documents"))
             doc = re.search(r'href="(documents/[0-9a-f]+)"', page)
             assert doc is not None
@@ -246,6 +262,8 @@ def main(out: Path) -> int:
                 "delete": f"/{doc.group(1)}/delete",
                 "handed": "/handed",
                 "proposals": "/proposals",
+                "forgetting": "/forgetting",
+                "archive": "/archive",
             }
             for name, path in pages.items():
                 for width_name, (width, height) in WIDTHS.items():

@@ -170,6 +170,61 @@ def test_a_person_reviews_the_agents_changes_in_the_browser(folder: Path) -> Non
         memory.close()
 
 
+#: Forgetting as a person would set it up to clear out what they marked unimportant.
+FORGETTING = {
+    "HYBRID_RAG_FORGET_GRACE_DAYS": "0",
+    "HYBRID_RAG_IMPORTANCE_THRESHOLD": "0.05",
+    "HYBRID_RAG_FORGET_MAX_FRACTION": "1.0",
+}
+
+
+def test_a_person_archives_two_candidates_and_restores_one_in_the_browser(
+    folder: Path,
+) -> None:
+    memory = memory_in(folder)
+    try:
+        request = memory.settings.search_request(top_k=5, record_access=False)
+        weak = memory.query(QUERY, request).hits[:3]
+        for hit in weak:
+            memory.set_chunk_tags(hit.doc_id, hit.chunk_index, importance=0.01)
+        ids = [memory.store.document_chunks(h.doc_id)[h.chunk_index].id for h in weak]
+        with serving(folder, env=FORGETTING) as viewer, Browser() as browser:
+            browser.open(viewer.url("/forgetting"))
+            assert browser.status() == 200
+            listed = browser.evaluate(
+                "[...document.querySelectorAll('input[name=chunk]')].map(b => +b.value)"
+            )
+            assert listed[:3] == sorted(ids)  # the importance cuts first, as the batch lists
+            browser.submit(
+                f"document.querySelector('input[value=\"{ids[0]}\"]').click();"
+                f"document.querySelector('input[value=\"{ids[1]}\"]').click();"
+                "document.querySelector('form[action=forgetting] button').click()"
+            )
+            assert "Archived 2 chunks" in browser.text()
+            positions = [(h.doc_id, h.chunk_index) for h in weak]
+            found = agent_search(folder, QUERY, top_k=20)
+            assert positions[2] in found and not {*positions[:2]} & {*found}
+            live = {(c.doc_id, c.chunk_index) for d in {p[0] for p in positions}
+                    for c in memory.store.document_chunks(d)}  # fmt: skip
+            assert (positions[0] in live, positions[1] in live, positions[2] in live) == (
+                False,
+                False,
+                True,
+            )
+            # the archive: search it, restore one
+            browser.open(viewer.url("/archive"))
+            assert "2 of 2 archived chunks" in browser.text()
+            browser.submit(
+                f"document.querySelector('input[value=\"{ids[1]}\"]').click();"
+                "document.querySelector('form[action=\"archive/restore\"] button').click()"
+            )
+            assert "Restored 1 chunk." in browser.text() and "1 of 1 archived" in browser.text()
+            found = agent_search(folder, QUERY, top_k=20)
+            assert positions[1] in found and positions[0] not in found
+    finally:
+        memory.close()
+
+
 @contextmanager
 def other_site(target: str) -> Iterator[str]:
     """A page on another port that posts a form to ``target`` (a forged write)."""
