@@ -191,6 +191,8 @@ def test_forgetting_runs_for_real_only_when_asked(corpus: Corpus, tmp_path: Path
         0,
         importance=0.01,
     )
+    fusion = memory.system().store.documents_by_source(str((corpus.notes / "fusion.md").resolve()))
+    memory.system().set_chunk_tags(fusion[0].doc_id, 0, tags=["agent-pick"], actor="mcp")
     config = {
         "ops": {
             "forgetting_candidates": {
@@ -207,6 +209,12 @@ def test_forgetting_runs_for_real_only_when_asked(corpus: Corpus, tmp_path: Path
     )
     forget = meta(result, "forgetting_candidates")
     assert forget["dry_run"] is False and forget["archived"] == forget["candidates"] == 1
+    # the report shows the week's edits: they are what moved its candidate
+    assert forget["edits_last_7_days"] == 2
+    assert forget["edits_by_actor"] == {"api": 1, "mcp": 1}
+    assert "importance unset → 0.01" in forget["recent_edits"]
+    assert "→ [agent-pick]" in forget["recent_edits"]
+    assert forget["agent_changes_awaiting_review"] == 1
     archive = list((corpus.base / "archive").glob("*.jsonl"))
     assert archive and "BM25" in json.dumps(archive[0].read_text())
 

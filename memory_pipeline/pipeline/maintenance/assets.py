@@ -83,8 +83,38 @@ def forgetting_candidates(
             "index_version": report.index_version if report.index_version is not None else -1,
             "seconds": round(report.timings_s.get("total", 0.0), 3),
             **cost,
+            **_edits(system),
         }
     )
+
+
+#: The edits the forgetting report shows: those of the week before it (its schedule's period).
+EDITS_WINDOW = dt.timedelta(days=7)
+EDITS_LISTED = 20
+
+
+def _edits(system: MemorySystem) -> dict[str, dg.MetadataValue | int]:
+    """The memory's recorded edits of the last week (``memory-pipeline history``): they
+    move the candidates (an importance set, a knowledge type changed). By whom, the
+    latest listed, and how many of the agent's wait for a person's verdict."""
+    since = dt.datetime.now(dt.UTC) - EDITS_WINDOW
+    recent = [c for c in system.history(10_000) if c.at >= since]
+    by_actor: dict[str, int] = {}
+    for change in recent:
+        by_actor[change.actor] = by_actor.get(change.actor, 0) + 1
+    rows = [
+        f"| {c.at:%Y-%m-%d %H:%M} | {c.actor} | `{c.doc_id}`"
+        + (f"#{c.chunk_index}" if c.chunk_index is not None else "")
+        + f" | {c.what} | {c.review or ''} |"
+        for c in recent[:EDITS_LISTED]
+    ]
+    head = "| when (UTC) | by | where | what | verdict |\n|---|---|---|---|---|\n"
+    return {
+        "edits_last_7_days": len(recent),
+        "edits_by_actor": dg.MetadataValue.json(dict(sorted(by_actor.items()))),
+        "recent_edits": dg.MetadataValue.md(head + "\n".join(rows) if rows else "_none_"),
+        "agent_changes_awaiting_review": system.store.count_proposals(),
+    }
 
 
 def _memory(system: MemorySystem, config: ForgettingConfig) -> MemoryParams:
