@@ -88,11 +88,27 @@ def agents_changes(memory: Path, model: str, docs: list[str]) -> list[int]:
         "[m.set_chunk_tags(d, 0, importance=0.6, actor='mcp') for d in sys.argv[1:]]; "
         "print(json.dumps([c.id for c in m.proposals(len(sys.argv))])); m.close()"
     )
+    return sorted(json.loads(_python(memory, model, code, docs)))
+
+
+def set_importance(memory: Path, model: str, docs: list[str], importance: float | None) -> None:
+    """The first chunk of each document given ``importance`` (None: unset), as a person's."""
+    code = (
+        "import sys; from memory_pipeline.config import Settings; "
+        "from memory_pipeline.system import MemorySystem; "
+        "m = MemorySystem(Settings.from_env()); "
+        f"[m.set_chunk_tags(d, 0, importance={importance!r}, actor='cli') for d in sys.argv[1:]]; "
+        "m.close()"
+    )
+    _python(memory, model, code, docs)
+
+
+def _python(memory: Path, model: str, code: str, args: list[str]) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", code, *docs],
+        [sys.executable, "-c", code, *args],
         env=_env(memory, model), cwd=memory, check=True, capture_output=True, text=True,
     )  # fmt: skip
-    return sorted(json.loads(done.stdout))
+    return done.stdout
 
 
 def restore(memory: Path, model: str, sources: list[str]) -> None:
@@ -122,9 +138,10 @@ def main() -> int:
     chunks = build(args.memory, args.model)
     port = free_port()
     env = _env(args.memory, args.model)
+    # the chunks the forgetting rounds archive are cut by importance (set below, undone after)
     server = subprocess.Popen(
         [sys.executable, "-m", "memory_pipeline.cli", "ui", "--port", str(port)],
-        env=env, cwd=args.memory, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**env, "HYBRID_RAG_IMPORTANCE_THRESHOLD": "0.05"}, cwd=args.memory, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     try:
         assert server.stdout is not None
@@ -220,6 +237,36 @@ def main() -> int:
             writes["delete a document (and update the index)"].append(
                 post(f"/documents/{doc}/delete", fields)
             )
+        # forgetting: the page (the batch's dry run over every chunk), one ticked chunk
+        # archived, then restored from the archive's page
+        weak = docs[2 * args.rounds : 3 * args.rounds]
+        set_importance(args.memory, args.model, weak, 0.01)
+        writes["the forgetting page (its dry run)"] = []
+        writes["archive a ticked chunk (and update the index)"] = []
+        writes["the archive page"] = []
+        writes["restore a chunk (and update the index)"] = []
+        for _ in weak:
+            took, page = get("/forgetting")
+            writes["the forgetting page (its dry run)"].append(took)
+            ticks = re.findall(r'name="chunk" value="(\d+)"', page)
+            fields = {
+                "form_token": unescape(re.findall(r'name="form_token" value="([^"]+)"', page)[0])
+            }
+            fields["chunk"] = ticks[0]
+            writes["archive a ticked chunk (and update the index)"].append(
+                post("/forgetting", fields)
+            )
+            took, page = get("/archive")
+            writes["the archive page"].append(took)
+            ticks = re.findall(r'name="chunk" value="(\d+)"', page)
+            fields = {
+                "form_token": unescape(re.findall(r'name="form_token" value="([^"]+)"', page)[0])
+            }
+            fields["chunk"] = ticks[0]
+            writes["restore a chunk (and update the index)"].append(
+                post("/archive/restore", fields)
+            )
+        set_importance(args.memory, args.model, weak, None)
         times.update(writes)
     finally:
         server.terminate()
