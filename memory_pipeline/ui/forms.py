@@ -1,4 +1,5 @@
-"""What a write from the viewer's pages must carry: a form token the page handed out.
+"""What a request to the viewer's pages carries: a number in the address, a form's
+fields, and for a write the form token the page handed out.
 
 Each page with a form gets a fresh token for what its forms may do (``purpose``: the
 chunks of one document, or deleting one document), kept by this run of the viewer.
@@ -16,8 +17,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
+#: Rows a listing page shows (documents, records, changes).
+PAGE_SIZE = 50
 #: The name of the form field that carries the token.
 FIELD = "form_token"
 #: Seconds a form stays good for.
@@ -77,3 +81,12 @@ class Form(dict[str, str]):
 
 def read_form(body: bytes) -> Form:
     return Form(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+
+
+def number(text: str | None, default: Any, low: int, high: int) -> Any:
+    """``text`` as a whole number kept within [low, high]; ``default`` when missing or
+    not a number."""
+    try:
+        return min(max(int(text), low), high) if text is not None else default
+    except ValueError:
+        return default
