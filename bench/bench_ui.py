@@ -123,6 +123,13 @@ def restore(memory: Path, model: str, sources: list[str]) -> None:
     )  # fmt: skip
 
 
+def first_ticked(page: str) -> dict[str, str]:
+    """A list page's form with its first box ticked."""
+    token = re.findall(r'name="form_token" value="([^"]+)"', page)[0]
+    chunk = re.findall(r'name="chunk" value="(\d+)"', page)[0]
+    return {"form_token": unescape(token), "chunk": chunk}
+
+
 def questions(n: int) -> list[str]:
     with (SCIFACT / "queries.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line)["text"] for line in f][:n]
@@ -248,23 +255,13 @@ def main() -> int:
         for _ in weak:
             took, page = get("/forgetting")
             writes["the forgetting page (its dry run)"].append(took)
-            ticks = re.findall(r'name="chunk" value="(\d+)"', page)
-            fields = {
-                "form_token": unescape(re.findall(r'name="form_token" value="([^"]+)"', page)[0])
-            }
-            fields["chunk"] = ticks[0]
             writes["archive a ticked chunk (and update the index)"].append(
-                post("/forgetting", fields)
+                post("/forgetting", first_ticked(page))
             )
             took, page = get("/archive")
             writes["the archive page"].append(took)
-            ticks = re.findall(r'name="chunk" value="(\d+)"', page)
-            fields = {
-                "form_token": unescape(re.findall(r'name="form_token" value="([^"]+)"', page)[0])
-            }
-            fields["chunk"] = ticks[0]
             writes["restore a chunk (and update the index)"].append(
-                post("/archive/restore", fields)
+                post("/archive/restore", first_ticked(page))
             )
         set_importance(args.memory, args.model, weak, None)
         times.update(writes)

@@ -10,8 +10,8 @@ taken only from a form this run handed out (``forms.py``), from the viewer's own
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from memory_pipeline.errors import InvalidInputError, MemoryPipelineError, NotFoundError
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from memory_pipeline.system import MemorySystem
+    from memory_pipeline.types import DocumentInfo
+
+T = TypeVar("T")
 
 #: The purpose of the review page's form token.
 PROPOSALS = "proposals"
@@ -89,10 +92,12 @@ def _tags(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def _redirect(location: str) -> Response:
+def _back(request: Request, path: str) -> Response:
+    """303 to ``path`` under where the viewer is served (after a write: a fresh page)."""
     from starlette.responses import RedirectResponse
 
-    return RedirectResponse(location, status_code=303)
+    root = request.scope.get("root_path", "").rstrip("/")
+    return RedirectResponse(f"{root}{path}", status_code=303)
 
 
 class Corrections:
@@ -146,23 +151,17 @@ class Corrections:
     async def review(self, request: Request) -> Response:
         """Accept or revert one of the agent's changes (``MemorySystem.review_change``,
         a revert recorded as the page's)."""
-        from starlette.concurrency import run_in_threadpool
-
         change_id = int(request.path_params["change_id"])
-        form = await self._form(request, PROPOSALS)
-        if not isinstance(form, dict):
-            return form
-        decision = form.get("decision", "")
-        try:
-            await run_in_threadpool(self._review, change_id, decision)
-        except MemoryPipelineError as exc:
-            return self._refused(request, str(exc), 400)
-        root = request.scope.get("root_path", "").rstrip("/")
-        return _redirect(f"{root}/proposals?done={quote(decision)}")
 
-    def _review(self, change_id: int, decision: str) -> None:
-        with self._lock:
+        def act(form: Form) -> str:
+            decision = form.get("decision", "")
             self.system.review_change(change_id, decision, actor="page")
+            return decision
+
+        def answer(decision: str) -> Response:
+            return _back(request, f"/proposals?done={quote(decision)}")
+
+        return await self._write(request, PROPOSALS, act, answer)
 
     def forgetting(self, request: Request) -> Response:
         """The forgetting batch's dry run, its lowest candidates to tick."""
@@ -180,29 +179,26 @@ class Corrections:
     async def forget(self, request: Request) -> Response:
         """Archive the ticked candidates: the forgetting batch itself, a real run limited
         to them (``MemorySystem.run_forgetting_batch(chosen=…)``)."""
-        from starlette.concurrency import run_in_threadpool
 
-        form = await self._form(request, FORGETTING)
-        if not isinstance(form, Form):
-            return form
-        try:
+        def act(form: Form) -> tuple[ForgettingReport, int]:
             picked = _chunk_ids(form)
-            report = await run_in_threadpool(self._forget, picked)
-        except MemoryPipelineError as exc:
-            return self._refused(request, str(exc), 400)
-        return self._html(request, correction_pages.forgotten(report, len(picked), self.spaces))
+            return self._forget(picked), len(picked)
+
+        def answer(done: tuple[ForgettingReport, int]) -> Response:
+            return self._html(request, correction_pages.forgotten(*done, self.spaces))
+
+        return await self._write(request, FORGETTING, act, answer)
 
     def _forget(self, picked: list[int]) -> ForgettingReport:
-        with self._lock:
-            try:
-                return self.system.run_forgetting_batch(dry_run=False, chosen=picked)
-            except ForgettingRefusedError:
-                dry = self.system.run_forgetting_batch(dry_run=True, examples=0)
-                raise InvalidInputError(
-                    f"You ticked {len(picked)} chunks; one run may archive at most "
-                    f"{dry.limit} chunks, {dry.params['max_fraction']:.0%} of the memory "
-                    "(HYBRID_RAG_FORGET_MAX_FRACTION). Tick fewer."
-                ) from None
+        try:
+            return self.system.run_forgetting_batch(dry_run=False, chosen=picked)
+        except ForgettingRefusedError:
+            dry = self.system.run_forgetting_batch(dry_run=True, examples=0)
+            raise InvalidInputError(
+                f"You ticked {len(picked)} chunks; one run may archive at most "
+                f"{dry.limit} chunks, {dry.params['max_fraction']:.0%} of the memory "
+                "(HYBRID_RAG_FORGET_MAX_FRACTION). Tick fewer."
+            ) from None
 
     def archive(self, request: Request) -> Response:
         """The chunks archived now in the spaces this page reads, newest first, narrowed
@@ -234,22 +230,14 @@ class Corrections:
 
     async def restore(self, request: Request) -> Response:
         """Bring the ticked archived chunks back (``MemorySystem.restore_archived``)."""
-        from starlette.concurrency import run_in_threadpool
 
-        form = await self._form(request, RESTORING)
-        if not isinstance(form, Form):
-            return form
-        try:
-            picked = _chunk_ids(form)
-            restored = await run_in_threadpool(self._restore, picked)
-        except MemoryPipelineError as exc:
-            return self._refused(request, str(exc), 400)
-        root = request.scope.get("root_path", "").rstrip("/")
-        return _redirect(f"{root}/archive?restored={restored}")
+        def act(form: Form) -> int:
+            return self.system.restore_archived(chunk_ids=_chunk_ids(form)).restored
 
-    def _restore(self, picked: list[int]) -> int:
-        with self._lock:
-            return self.system.restore_archived(chunk_ids=picked).restored
+        def answer(restored: int) -> Response:
+            return _back(request, f"/archive?restored={restored}")
+
+        return await self._write(request, RESTORING, act, answer)
 
     def _missing(self, request: Request, doc_id: str) -> Response:
         message = f"No document {doc_id!r} in this memory (it may have been deleted or forgotten)."
@@ -281,30 +269,47 @@ class Corrections:
             )
         return form
 
+    async def _write(
+        self,
+        request: Request,
+        purpose: str,
+        act: Callable[[Form], T],
+        answer: Callable[[T], Response],
+    ) -> Response:
+        """A write from a page's form: refused before anything is read (``_form``), else
+        ``act`` in a worker thread under the viewer's lock — a refusal it raises changes
+        nothing and is the answer — then ``answer`` with what it returned."""
+        from starlette.concurrency import run_in_threadpool
+
+        form = await self._form(request, purpose)
+        if not isinstance(form, Form):
+            return form
+        try:
+            done = await run_in_threadpool(self._locked, act, form)
+        except MemoryPipelineError as exc:
+            return self._refused(request, str(exc), 400)
+        return answer(done)
+
+    def _locked(self, act: Callable[[Form], T], form: Form) -> T:
+        with self._lock:
+            return act(form)
+
     async def edit_chunk(self, request: Request) -> Response:
         """A chunk's importance, knowledge type and tags from its form: only the fields the
         person changed (each sent beside what the page showed), through
         ``MemorySystem.set_chunk_tags`` as the MCP tool does, recorded as the page's."""
-        from starlette.concurrency import run_in_threadpool
-
         doc_id = request.path_params["doc_id"]
         index = int(request.path_params["index"])
-        form = await self._form(request, chunks_of(doc_id))
-        if not isinstance(form, dict):
-            return form
-        try:
+
+        def act(form: Form) -> None:
             changes = _changed_fields(form)
             if changes:
-                await run_in_threadpool(self._set_chunk, doc_id, index, changes)
-        except MemoryPipelineError as exc:
-            return self._refused(request, str(exc), 400)
-        root = request.scope.get("root_path", "").rstrip("/")
-        location = f"{root}/documents/{quote(doc_id)}?chunk={index}&saved=1#chunk-{index}"
-        return _redirect(location)
+                self.system.set_chunk_tags(doc_id, index, **changes, actor="page")
 
-    def _set_chunk(self, doc_id: str, index: int, changes: dict[str, Any]) -> None:
-        with self._lock:
-            self.system.set_chunk_tags(doc_id, index, **changes, actor="page")
+        def answer(_: None) -> Response:
+            return _back(request, f"/documents/{quote(doc_id)}?chunk={index}&saved=1#chunk-{index}")
+
+        return await self._write(request, chunks_of(doc_id), act, answer)
 
     def confirm_delete(self, request: Request) -> Response:
         """What deleting a document takes and what it leaves, and the button."""
@@ -336,28 +341,20 @@ class Corrections:
         """Delete the document (``MemorySystem.delete_document``, recorded as the page's),
         then take it out of the index; an index that fails to update is reported, the
         deletion stands (as the MCP tool does)."""
-        from starlette.concurrency import run_in_threadpool
-
         doc_id = request.path_params["doc_id"]
-        form = await self._form(request, _deleting(doc_id))
-        if not isinstance(form, dict):
-            return form
-        with self._lock:
-            doc = self.system.store.get_document(doc_id)
-        if doc is None:
-            return self._missing(request, doc_id)
-        try:
-            removed, index_error = await run_in_threadpool(self._delete, doc_id)
-        except MemoryPipelineError as exc:
-            return self._refused(request, str(exc), 400)
-        page = correction_pages.deleted(doc, removed, index_error, self.spaces)
-        return self._html(request, page)
 
-    def _delete(self, doc_id: str) -> tuple[int, str | None]:
-        with self._lock:
+        def act(form: Form) -> tuple[DocumentInfo, int, str | None]:
+            doc = self.system.store.get_document(doc_id)
+            if doc is None:
+                raise NotFoundError(f"No document {doc_id!r} in this memory (deleted already?).")
             removed = self.system.delete_document(doc_id, actor="page")
             try:
                 self.system.update_index()
             except (MemoryPipelineError, OSError) as exc:
-                return removed, str(exc)
-        return removed, None
+                return doc, removed, str(exc)
+            return doc, removed, None
+
+        def answer(done: tuple[DocumentInfo, int, str | None]) -> Response:
+            return self._html(request, correction_pages.deleted(*done, self.spaces))
+
+        return await self._write(request, _deleting(doc_id), act, answer)
