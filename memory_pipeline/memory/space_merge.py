@@ -1,4 +1,5 @@
-"""Merge one memory space into another: its documents, redaction counts and archive.
+"""Merge one memory space into another: its documents (with their history), redaction
+counts, archive, and the records of what was handed to agents.
 
 Dry run by default: ``merge_spaces`` then only says what would move. Applied, it moves
 each document in a transaction of its own (``Store.move_document``), then carries the
@@ -137,6 +138,7 @@ def merge_spaces(
         assert archive_path is not None
         _carry(store, archive_path, old, new, archived)
     store.move_redactions(old, new)
+    store.move_records(old, new)
     return replace(report, chunks_added=added, chunks_removed=removed)
 
 

@@ -13,9 +13,13 @@ chunks it lacks (a position forgotten from it but live in the old copy), and the
 copy goes. A document stored under a name its corpus gave it (an id not derived from
 its content) keeps that name.
 
-Redaction counts (``redactions``) belong to the texts they were taken from, so they
-follow them: ``move_redactions`` adds the old space's to the new one's and removes
-them, in one transaction; the caller runs it once the documents have moved. Forgotten
+A document's history (``chunk_changes``) moves with it, under its new id, and the
+records of what was handed to agents (``handed``) name it by that id, in the same
+transaction. Redaction counts (``redactions``) belong to the texts they were taken from,
+so they follow them: ``move_redactions`` adds the old space's to the new one's and
+removes them, in one transaction; ``move_records`` then moves what is left of the old
+space's history (deleted documents') and its handed records. The caller runs both once
+the documents have moved. Forgotten
 chunks are carried in the archive (``memory/space_merge.py``); ``carry_archived`` is the
 transaction that makes the carried lines count in place of the old space's.
 """
@@ -39,10 +43,12 @@ from memory_pipeline.store.schema import (
     ArchiveRestore,
     Base,
     Chunk,
+    ChunkChange,
     ChunkTag,
     Document,
     Embedding,
     ForgettingRun,
+    Handed,
     Redaction,
 )
 
@@ -176,6 +182,18 @@ class MergeQueries(StoreBase):
                         ],
                     )
             self.queue_adds(c, new_ids)
+            # its history follows it, and what was handed of it names it by its new id
+            c.execute(
+                sa.update(ChunkChange)
+                .where(ChunkChange.doc_id == doc_id, ChunkChange.space == old)
+                .values(space=new, doc_id=target)
+            )
+            if target != doc_id:
+                c.execute(
+                    sa.update(Handed)
+                    .where(Handed.space == old)
+                    .values(hits=sa.func.replace(Handed.hits, f'"{doc_id}"', f'"{target}"'))
+                )
             return MovedDocument(target, len(new_ids), len(old_ids))
 
     def redactions_of(self, space: str) -> dict[str, int]:
@@ -201,6 +219,18 @@ class MergeQueries(StoreBase):
             }
             add_redactions(s, moved, new)
             s.execute(sa.delete(Redaction).where(Redaction.space == old))
+            return moved
+
+    def move_records(self, old: str, new: str) -> int:
+        """What is left of ``old`` once its documents moved: the history of documents
+        deleted before (their ids kept: nothing is left to name) and what was handed to
+        agents, into ``new``, in one transaction; the rows moved."""
+        old, new = self._merge_spaces(old, new)
+        with self.write() as s:
+            moved = 0
+            for table in (ChunkChange, Handed):
+                done = s.execute(sa.update(table).where(table.space == old).values(space=new))
+                moved += int(done.rowcount)  # type: ignore[attr-defined]
             return moved
 
     def carry_archived(

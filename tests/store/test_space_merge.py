@@ -149,6 +149,38 @@ def test_a_merge_moves_a_space_whole_once(memory: MemorySystem) -> None:
     assert snapshot(memory) == after
 
 
+@pytest.mark.parametrize("memory", ["local", "pgvector"], indirect=True)
+def test_the_history_and_what_was_handed_follow_the_documents(memory: MemorySystem) -> None:
+    """A chunk's changes (one of them the agent's, waiting for a verdict), a document
+    deleted before, and a search handed to an agent: after the merge each is in the new
+    space, naming the documents by their new ids, and the agent's change can be judged
+    there."""
+    from memory_pipeline.store.handed import HandedHit
+
+    ids = fill(memory)
+    old = memory.bound(Spaces.bound(OLD))
+    old.set_chunk_tags(ids["auth"], 0, importance=0.9, actor="mcp")
+    old.set_chunk_tags(ids["rate"], 0, tags=["limits"], actor="page")
+    old.delete_document(ids["pager"], actor="cli")
+    old.store.record_handed(
+        "search", query="gateway auth", hits=[HandedHit(ids["auth"], 0, 0.5, "auth")]
+    )
+    memory.merge_spaces(OLD, NEW, apply=True)
+    new = memory.bound(Spaces.bound(NEW))
+    moved = {t: new.store.documents_by_source(f"text:{t}")[0].doc_id for t in ("auth", "rate")}
+    assert moved["auth"] != ids["auth"]  # an id derived from the space: it changed
+    assert old.history() == [] and old.proposals() == [] and old.store.handed(10) == []
+    changes = {(c.field, c.actor): c for c in new.history()}
+    assert changes[("importance", "mcp")].doc_id == moved["auth"]
+    assert changes[("tags", "page")].doc_id == moved["rate"]
+    assert changes[("document", "cli")].doc_id == ids["pager"]  # deleted before: its old id
+    [handed] = new.store.handed(10)
+    assert [(h.doc_id, h.chunk_index) for h in handed.hits] == [(moved["auth"], 0)]
+    [proposal] = new.proposals()
+    new.review_change(proposal.id, "revert", actor="page")
+    assert new.store.document_chunks(moved["auth"])[0].importance == pytest.approx(0.2)
+
+
 @pytest.mark.parametrize("memory", ["local"], indirect=True)
 @pytest.mark.parametrize(
     ("old", "new", "says"),
