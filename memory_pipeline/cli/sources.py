@@ -81,7 +81,7 @@ def register(
         paths = [str(Path(p)) for p in args.paths] or None
         with open_ledger(config.state_path) as ledger:
             plan = plan_sync(system.store, config, ledger, paths=paths)
-            report = apply_sync(system, config, plan, ledger)
+            report = apply_sync(system, config, plan, ledger, actor="cli")
         print(
             f"{len(plan.ingest)} files to ingest, {len(plan.delete)} removed: "
             f"+{report.documents_added} new, {report.documents_replaced} replaced, "

@@ -63,7 +63,7 @@ class SyncTarget(Protocol):
         progress: bool = False,
     ) -> list[IngestResult]: ...
 
-    def delete_document(self, doc_id: str) -> int: ...
+    def delete_document(self, doc_id: str, *, actor: str = ...) -> int: ...
 
     def bound(self, spaces: Spaces) -> Self:
         """The same memory under another binding (``MemorySystem.bound``)."""
@@ -312,6 +312,7 @@ def _ingest_conversations(
     path: Path,
     ledger: Ledger,
     report: SyncReport,
+    actor: str,
 ) -> None:
     sha = _sha_or_blank(path)
     try:
@@ -340,7 +341,7 @@ def _ingest_conversations(
             report.turns_stored += len(session.conv.messages)
     entry = ledger.get(path)
     for gone in [s for s in (entry.sources if entry else []) if s not in produced]:
-        _delete_source(target, gone, report)
+        _delete_source(target, gone, report, actor)
     if errors:
         reason = f"{path}: {len(errors)} of {len(sessions)} conversations failed — " + "; ".join(
             errors[:3]
@@ -352,16 +353,23 @@ def _ingest_conversations(
     report.files_done.append(str(path))
 
 
-def _delete_source(target: SyncTarget, source: str, report: SyncReport) -> None:
+def _delete_source(target: SyncTarget, source: str, report: SyncReport, actor: str) -> None:
     for doc in target.store.documents_by_source(source):
-        report.chunks_removed += target.delete_document(doc.doc_id)
+        report.chunks_removed += target.delete_document(doc.doc_id, actor=actor)
         report.documents_removed += 1
 
 
 def apply_sync(
-    target: SyncTarget, config: SourcesConfig, plan: SyncPlan, ledger: Ledger
+    target: SyncTarget,
+    config: SourcesConfig,
+    plan: SyncPlan,
+    ledger: Ledger,
+    *,
+    actor: str = "api",
 ) -> SyncReport:
-    """Ingest and delete as planned; files that fail are recorded, the rest go on."""
+    """Ingest and delete as planned; files that fail are recorded, the rest go on. A
+    document deleted because its file (or conversation) is gone is recorded in the
+    history as ``actor``'s (``pipeline``, ``cli``; ``store/history.py``)."""
     started = time.perf_counter()
     report = SyncReport()
     for raw in plan.delete:
@@ -371,7 +379,7 @@ def apply_sync(
         entry = ledger.get(path)
         where = _for_root(target, config.root_for(path))
         for source in entry.sources if entry and entry.sources else [source_key(path)]:
-            _delete_source(where, source, report)
+            _delete_source(where, source, report, actor)
         ledger.forget(path)
         report.files_deleted.append(raw)
     for raw in plan.ingest:
@@ -382,6 +390,7 @@ def apply_sync(
         if root.kind is SourceKind.FILES:
             _ingest_file(_for_root(target, root), root, path, ledger, report)
         else:
-            _ingest_conversations(_for_root(target, root), config, root, path, ledger, report)
+            where = _for_root(target, root)
+            _ingest_conversations(where, config, root, path, ledger, report, actor)
     report.seconds = time.perf_counter() - started
     return report

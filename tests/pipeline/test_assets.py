@@ -170,6 +170,13 @@ def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus)
     docs = meta(result, "documents")
     assert docs["documents_changed"] == 1 and docs["documents_removed"] == 1
     assert docs["documents_total"] == 4
+    memory: MemoryResource = resources(corpus)["memory"]
+    [deleted] = memory.system().history()  # the file's removal, recorded as the pipeline's
+    assert (deleted.field, deleted.actor, deleted.before["title"]) == (
+        "document",
+        "pipeline",
+        "Fusion",
+    )
     chunks = meta(result, "chunks")
     assert chunks["chunks_removed"] > 0 and chunks["chunks_added"] > 0
     # what the redaction step took out of the changed note, by kind (docs/hygiene.md)

@@ -189,6 +189,8 @@ def test_a_conversation_leaving_an_export_is_deleted(memory: MemorySystem, corpu
     report = sync(memory, cfg)
     assert report.documents_removed == 1
     assert not memory.find_by_tag("transcript_of:5f1c2a9e-0b7d-4e43-9a57-2d1f3c9b7a10")
+    [deleted] = memory.history()  # recorded, as the sync's caller's (here a program's)
+    assert (deleted.field, deleted.actor) == ("document", "api")
 
 
 def test_failed_files_are_recorded_with_the_reason_and_the_rest_goes_on(

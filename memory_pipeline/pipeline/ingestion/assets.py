@@ -111,7 +111,7 @@ def documents_and_chunks(
         report = SyncReport()
     else:
         with open_ledger(cfg.state_path) as ledger:
-            report = apply_sync(system, cfg, plan, ledger)
+            report = apply_sync(system, cfg, plan, ledger, actor="pipeline")
     for path, reason in sorted(report.failed.items()):
         context.log.warning(f"not ingested: {path}: {reason}")
     counts = system.counts()
