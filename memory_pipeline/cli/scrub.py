@@ -35,12 +35,13 @@ def register(
 
             outcome = system.scrub(apply=args.apply, progress=say)
             described = system.spaces.describe()
+            every = system.spaces.read is None  # bound to every space (--all-spaces)
         finally:
             system.close()
         if args.json:
             print(json.dumps(to_dict(outcome, described), indent=2, ensure_ascii=False))
         else:
-            print(render(outcome, described))
+            print(render(outcome, described, every=every))
         return 0
 
     p = sub.add_parser(
@@ -80,7 +81,7 @@ def to_dict(outcome: Outcome, spaces: str) -> dict[str, Any]:
     }
 
 
-def render(outcome: Outcome, spaces: str) -> str:
+def render(outcome: Outcome, spaces: str, *, every: bool = False) -> str:
     plan = outcome.plan
     total = sum(plan.by_kind.values())
     head = "scrub" if outcome.applied else "scrub (dry run)"
@@ -106,6 +107,6 @@ def render(outcome: Outcome, spaces: str) -> str:
             "",
             f"would change: {changes}",
             "take them out with: memory-pipeline scrub --apply"
-            + (" --all-spaces" if spaces == "every space" else ""),
+            + (" --all-spaces" if every else ""),
         ]
     return "\n".join(lines)

@@ -356,16 +356,25 @@ def _scan_archive(where: Where, plan: Plan) -> None:
             plan.archive.append((number, json.dumps(record, ensure_ascii=False)))
 
 
+def _redact_keys(
+    mapping: dict[str, Any], keys: tuple[str, ...], where: Where, plan: Plan, place: str
+) -> bool:
+    """Redact the text values of ``keys`` in ``mapping`` in place, each find noted at
+    ``place`` and the key; whether any changed."""
+    changed = False
+    for key in keys:
+        if isinstance(mapping.get(key), str):
+            done = where.redactor.redact(mapping[key])
+            _note(plan, done, f"{place}{key.replace('_', ' ')}")
+            if done.changed:
+                mapping[key], changed = done.text, True
+    return changed
+
+
 def _redact_record(record: dict[str, Any], where: Where, plan: Plan, place: str) -> bool:
     """Redact an archive record in place; whether anything changed."""
     redactor = where.redactor
-    changed = False
-    for key in ("content", "index_text"):
-        if isinstance(record.get(key), str):
-            done = redactor.redact(record[key])
-            _note(plan, done, f"{place}: {key.replace('_', ' ')}")
-            if done.changed:
-                record[key], changed = done.text, True
+    changed = _redact_keys(record, ("content", "index_text"), where, plan, f"{place}: ")
     turns = record.get("turns")
     if changed and turns and isinstance(record.get("index_text"), str):
         # an archived turn's neighbours may be gone: its own lines are made again from its
@@ -378,12 +387,7 @@ def _redact_record(record: dict[str, Any], where: Where, plan: Plan, place: str)
         record["index_text"] = "\n".join([own, *(_cut_at_marker(line) for line in rest)])
     document = record.get("document")
     if isinstance(document, dict):
-        for key in ("title", "source"):
-            if isinstance(document.get(key), str):
-                done = redactor.redact(document[key])
-                _note(plan, done, f"{place}: document {key}")
-                if done.changed:
-                    document[key], changed = done.text, True
+        changed |= _redact_keys(document, ("title", "source"), where, plan, f"{place}: document ")
     tags = record.get("tags")
     if isinstance(tags, list):
         kept = []

@@ -65,35 +65,32 @@ def first_publication_sensor(
     elif evaluating:  # one model load at a time: the report follows the evaluation
         notes.append("the forgetting report waits for the evaluation run")
     elif not active_runs(instance, [forgetting_job.name]):
-        requests.append(
-            dg.RunRequest(
-                run_key=f"first-forgetting-report-{published.run_id}",
-                job_name=forgetting_job.name,
-                # A report only, whatever the schedule is configured to do.
-                run_config={"ops": {"forgetting_candidates": {"config": {"dry_run": True}}}},
-                tags={
-                    "memory_pipeline/reason": "first index publication",
-                    "memory_pipeline/dry_run": "true",
-                },
-            )
+        # A report only, whatever the schedule is configured to do.
+        report = _first_report(
+            "forgetting", forgetting_job.name, "forgetting_candidates", published.run_id
         )
+        requests.append(report)
     if instance.get_latest_materialization_event(SCRUB) is not None:
         notes.append("scrub reported before")
     elif not active_runs(instance, [scrub_job.name]):
-        requests.append(
-            dg.RunRequest(
-                run_key=f"first-scrub-report-{published.run_id}",
-                job_name=scrub_job.name,
-                run_config={"ops": {"scrub_report": {"config": {"dry_run": True}}}},
-                tags={
-                    "memory_pipeline/reason": "first index publication",
-                    "memory_pipeline/dry_run": "true",
-                },
-            )
-        )
+        requests.append(_first_report("scrub", scrub_job.name, "scrub_report", published.run_id))
     if not requests:
         return dg.SkipReason("; ".join(notes) or "runs asked for earlier are still going")
     context.log.info(
         f"first publication: requesting {', '.join(r.job_name or '' for r in requests)}"
     )
     return dg.SensorResult(run_requests=requests)
+
+
+def _first_report(name: str, job: str, op: str, published: str) -> dg.RunRequest:
+    """One dry-run report by job ``job`` (its op ``op`` told ``dry_run: true``) after the index
+    published by run ``published``: its run key makes it once per publication."""
+    return dg.RunRequest(
+        run_key=f"first-{name}-report-{published}",
+        job_name=job,
+        run_config={"ops": {op: {"config": {"dry_run": True}}}},
+        tags={
+            "memory_pipeline/reason": "first index publication",
+            "memory_pipeline/dry_run": "true",
+        },
+    )
