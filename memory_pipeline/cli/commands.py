@@ -382,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     forgetting_cli.register(sub, [common], _system)
     scrub_cli.register(sub, [common], _system)
     history_cli.register(sub, [common], _system)
+    history_cli.register_review(sub, [common], _system)
     sources_cli.register(sub, [common], _system)
     eval_cli.register(sub, [common], _system)
     alerts_cli.register(sub, [common])

@@ -181,6 +181,30 @@ def _retag_fusion(ctx: Ctx) -> None:
         system.close()
 
 
+def _agent_retags_fusion(ctx: Ctx) -> None:
+    """The agent set the fusion note's importance over MCP (as its tool records it)."""
+    from memory_pipeline.config import Settings
+    from memory_pipeline.embedding.base import HashingEmbedder
+    from memory_pipeline.system import MemorySystem
+
+    settings = Settings(
+        db_path=ctx.dir / "memory.db", index_path=ctx.dir / "indices", model="hashing"
+    )
+    system = MemorySystem(settings, embedder=HashingEmbedder())
+    try:
+        system.set_chunk_tags(ctx.values["fusion_id"], 0, importance=0.1, actor="mcp")
+    finally:
+        system.close()
+
+
+def _check_review(ctx: Ctx, out: list[dict[str, Any]]) -> None:
+    [change] = out
+    assert (change["doc_id"], change["actor"], change["field"]) == (
+        ctx.values["fusion_id"], "mcp", "importance",
+    )  # fmt: skip
+    assert (change["before"], change["after"], change["review"]) == (0.9, 0.1, None)
+
+
 def _check_history(ctx: Ctx, out: list[dict[str, Any]]) -> None:
     [change] = out
     assert (change["doc_id"], change["chunk_index"], change["actor"]) == (
@@ -391,6 +415,15 @@ CASES: dict[str, Case] = {
         bad_args=("--limit", "0"),
         bad_message="argument --limit: expected a positive integer, got 0",
         check=_check_history,
+    ),
+    "review": Case(
+        args=("--json",),
+        stdout='"actor": "mcp"',
+        json_keys=HISTORY_KEYS | {"id"},
+        before=_agent_retags_fusion,
+        bad_args=("--accept", "0"),
+        bad_message="argument --accept: expected a positive integer, got 0",
+        check=_check_review,
     ),
     "restore": Case(
         args=("--run-id", "{run_id}", "--json"),

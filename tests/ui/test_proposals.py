@@ -195,3 +195,41 @@ def test_a_refused_verdict_changes_nothing(tmp_path: Path, memory: MemorySystem)
     assert "importance unset → 0.95" in page and "<button" not in page
     assert _verdict(viewer, ours.id, "revert", token).status_code == 403
     assert snapshot(layout) == before
+
+
+# ---------------------------------------------------------------- the command line
+def test_review_lists_and_judges_from_the_command_line(tmp_path: Path) -> None:
+    """``memory-pipeline review`` as a process: the waiting changes with their ids, then
+    one accepted, one reverted (recorded as cli's), and a refused verdict (exit 1) that
+    changes nothing."""
+    import os
+
+    from tests.capture.helpers import cli
+
+    layout = StoreLayout(tmp_path / "memory")
+    env = {**os.environ, **layout.env()}
+    system = MemorySystem(
+        make_settings(layout.root).replace(db_path=layout.db, index_path=layout.index),
+        embedder=HashingEmbedder(),
+    )
+    try:
+        docs = _filled(system)
+        system.set_chunk_tags(docs["Cache decision"], 0, importance=0.95, actor="mcp")
+        system.set_chunk_tags(docs["Queue note"], 0, tags=["queue"], actor="mcp")
+        imp, tags = sorted(system.proposals(), key=lambda c: c.field)
+        listed = cli("review", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert f"{imp.id}" in listed.stdout and "importance unset → 0.95" in listed.stdout
+        done = cli("review", "--accept", str(imp.id), "--revert", str(tags.id), env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"accepted change {imp.id}" in done.stdout
+        assert f"reverted change {tags.id}" in done.stdout
+        assert list(system.store.document_chunks(docs["Queue note"])[0].tags) == []
+        assert system.history(1)[0].actor == "cli"
+        before = snapshot(layout)
+        again = cli("review", "--revert", str(tags.id), env=env)
+        assert again.returncode == 1 and "was reverted already" in again.stdout
+        assert "nothing changed" in again.stdout and snapshot(layout) == before
+        assert "no change of the agent's waits" in cli("review", env=env).stdout
+    finally:
+        system.close()
