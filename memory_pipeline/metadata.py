@@ -25,6 +25,15 @@ from memory_pipeline.errors import InvalidInputError
 CONVERSATION_TAG = "conversation"
 TRANSCRIPT_OF = "transcript_of:"
 TRANSCRIPT_LAST_ACTIVITY = "transcript_last_activity:"
+#: The tags sessions are looked up by (capture, recall, the session-to-memory agent):
+#: a person's edit of a chunk's tags on the viewer's page keeps them (``is_kept_tag``).
+KEPT_TAG_PREFIXES = (
+    TRANSCRIPT_OF,
+    TRANSCRIPT_LAST_ACTIVITY,
+    "conversation_id:",
+    "summary_of:",
+    "summary_last_activity:",
+)
 MAX_TAG_CHARS = 200
 MAX_TAGS = 50
 MAX_TITLE_CHARS = 300
@@ -32,6 +41,11 @@ MAX_TITLE_CHARS = 300
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 # Multi-line text (bodies, queries) keeps tab, newline and carriage return.
 _TEXT_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def is_kept_tag(tag: str) -> bool:
+    """Whether ``tag`` marks a session for the memory's own lookups (see KEPT_TAG_PREFIXES)."""
+    return tag == CONVERSATION_TAG or tag.startswith(KEPT_TAG_PREFIXES)
 
 
 def check_text(field: str, value: str, *, multiline: bool = False) -> str:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from memory_pipeline.errors import InvalidInputError, MemoryPipelineError, NotFoundError
 from memory_pipeline.memory.forgetting import ForgettingRefusedError, ForgettingReport
+from memory_pipeline.metadata import is_kept_tag
 from memory_pipeline.ui import correction_pages, pages
 from memory_pipeline.ui.forms import FIELD as FORM_FIELD
 from memory_pipeline.ui.forms import PAGE_SIZE, Form, FormTokens, number, read_form
@@ -303,6 +304,10 @@ class Corrections:
 
         def act(form: Form) -> None:
             changes = _changed_fields(form)
+            if "tags" in changes:  # the field holds the person's tags; a session's marks stay
+                [chunk] = self.system.get_document_chunks(doc_id, index, window=0)
+                kept = [t for t in chunk.tags if is_kept_tag(t)]
+                changes["tags"] = list(dict.fromkeys([*kept, *changes["tags"]]))
             if changes:
                 self.system.set_chunk_tags(doc_id, index, **changes, actor="page")
 

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from memory_pipeline.locations import shown
 from memory_pipeline.memory.stats import SystemStats
-from memory_pipeline.metadata import KnowledgeType
+from memory_pipeline.metadata import KnowledgeType, is_kept_tag
 from memory_pipeline.store.handed import HandedRecord
 from memory_pipeline.store.history import Change
 from memory_pipeline.types import ChunkRecord, DocumentInfo, SearchHit, SearchResult
@@ -476,10 +476,17 @@ def document(
 
 def chunk_form(doc_id: str, chunk: ChunkRecord, token: str) -> str:
     """A chunk's memory fields as a form; what the page showed goes along (``was_…``) so
-    that only what the person changed is written."""
+    that only what the person changed is written. The tags a session is looked up by are
+    shown beside the field, not in it: a save keeps them (``corrections.edit_chunk``)."""
     importance = "" if chunk.importance is None else f"{chunk.importance!r}"
     kind = chunk.knowledge_type or ""
-    tags = ", ".join(chunk.tags)
+    tags = ", ".join(t for t in chunk.tags if not is_kept_tag(t))
+    kept = [t for t in chunk.tags if is_kept_tag(t)]
+    note = (
+        f'<span class="muted">kept: {esc(", ".join(kept))} (a session\'s marks)</span>'
+        if kept
+        else ""
+    )
     kinds = "".join(
         f'<option value="{esc(k)}"{" selected" if k == kind else ""}>{esc(k or "none")}</option>'
         for k in ["", *(t.value for t in KnowledgeType)]
@@ -496,7 +503,7 @@ def chunk_form(doc_id: str, chunk: ChunkRecord, token: str) -> str:
         f'<label>knowledge type <select name="knowledge_type">{kinds}</select></label>'
         f'<label>tags <input name="tags" value="{esc(tags)}" size="24" '
         'placeholder="comma, separated"></label>'
-        "<button>Save</button></form>"
+        f"<button>Save</button>{note}</form>"
     )
 
 

@@ -287,3 +287,25 @@ def test_deleting_a_document_says_what_goes_and_what_stays(tmp_path: Path) -> No
         assert post(client, f"/documents/{doc}/delete", fields).status_code == 403
     finally:
         memory.close()
+
+
+def test_a_sessions_marks_stay_when_a_person_edits_its_tags(memory: MemorySystem) -> None:
+    """The tags sessions are looked up by are shown beside the field, not in it, and a
+    save keeps them, even from a form that claims they were in the field."""
+    marks = ["conversation", "transcript_of:s-42", "transcript_last_activity:2026-12-01"]
+    doc = memory.ingest_text(
+        "Ana: keep Redis? Ben: no, SQLite.", "A session", {"tags": [*marks, "cache"]}
+    ).doc_id
+    client = viewer_client(memory)
+    page = client.get(f"/documents/{doc}").text
+    fields = form_of(page, f"documents/{doc}/chunks/0")
+    assert fields["tags"] == fields["was_tags"] == "cache"
+    assert "kept: conversation, transcript_last_activity:2026-12-01, transcript_of:s-42" in page
+    done = post(client, f"/documents/{doc}/chunks/0", {**fields, "tags": "decision"})
+    assert done.status_code == 303
+    assert sorted(memory.store.document_chunks(doc)[0].tags) == sorted([*marks, "decision"])
+    fields = form_of(client.get(f"/documents/{doc}").text, f"documents/{doc}/chunks/0")
+    forged = {**fields, "was_tags": ", ".join([*marks, "decision"]), "tags": "decision"}
+    assert post(client, f"/documents/{doc}/chunks/0", forged).status_code == 303
+    assert sorted(memory.store.document_chunks(doc)[0].tags) == sorted([*marks, "decision"])
+    assert memory.find_by_tag("transcript_of:s-42")
