@@ -63,7 +63,13 @@ _SNIPPET = 100
 
 
 class ForgettingRefusedError(MemoryPipelineError):
-    """A real run would archive more than ``max_fraction`` of the live chunks."""
+    """A real run would archive more than ``max_fraction`` of the live chunks: ``limit``
+    of them at most (what a caller tells its user in its own words)."""
+
+    def __init__(self, message: str, *, limit: int, max_fraction: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.max_fraction = max_fraction
 
 
 @dataclass(frozen=True)
@@ -273,7 +279,9 @@ def run_forgetting_batch(
             f"this run would archive {len(candidates)} of {live} live chunks "
             f"({len(candidates) / live:.1%}), more than max_fraction {max_fraction:.0%} "
             f"allows ({limit}); check the dry-run report, then pass force=True (--force), "
-            "raise max_fraction (--max-fraction) or lower score_threshold"
+            "raise max_fraction (--max-fraction) or lower score_threshold",
+            limit=limit,
+            max_fraction=max_fraction,
         )
     report.run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     _archive_and_delete(store, archive_path, embedder, candidates, report)

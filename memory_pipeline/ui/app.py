@@ -108,7 +108,8 @@ class Guard:
                 said += " Nothing was changed."
             await _refuse(scope, send, 403, "Refused", said)
             return
-        if scope["method"] not in SAFE_METHODS and not _same_origin(headers, host):
+        # a write without an Origin (checked above when sent) must name this page as Referer
+        if scope["method"] not in SAFE_METHODS and origin is None and not _from_here(headers, host):
             await _refuse(
                 scope,
                 send,
@@ -144,14 +145,13 @@ class Guard:
         return given is not None and hmac.compare_digest(given.encode(), self._token)
 
 
-def _same_origin(headers: dict[str, str], host: str) -> bool:
-    """Whether a write names this viewer as where it comes from: its ``Origin`` (browsers
-    send one with every POST), else its ``Referer``'s scheme, host and port."""
-    origin = headers.get("origin")
-    if origin is None:
-        referer = urlsplit(headers.get("referer", ""))
-        origin = f"{referer.scheme}://{referer.netloc}" if referer.netloc else None
-    return origin is not None and origin.lower() == f"http://{host}"
+def _from_here(headers: dict[str, str], host: str) -> bool:
+    """Whether a request's ``Referer`` is a page of this viewer (its scheme, host and
+    port): what names a write's origin when the browser sent no ``Origin``."""
+    referer = urlsplit(headers.get("referer", ""))
+    return (
+        bool(referer.netloc) and f"{referer.scheme}://{referer.netloc}".lower() == f"http://{host}"
+    )
 
 
 def _cookie(header: str, name: str) -> str | None:

@@ -1,7 +1,7 @@
 """The viewer's pages that change the memory, as HTML (``corrections.py`` serves them):
 what deleting a document takes, what it did; the agent's changes to judge; the
 forgetting batch's candidates to tick, what archiving did; the archive to search and
-restore from. Every form carries its token (``forms.FIELD``); a read-only page (no
+restore from. Every form carries its token (``pages.token_field``); a read-only page (no
 token) shows the same without forms.
 """
 
@@ -16,8 +16,7 @@ from memory_pipeline.locations import shown
 from memory_pipeline.memory.forgetting import ForgettingReport
 from memory_pipeline.store.history import Change
 from memory_pipeline.types import ChunkRecord, DocumentInfo
-from memory_pipeline.ui.forms import FIELD as FORM_FIELD
-from memory_pipeline.ui.pages import doc_link, esc, num, page, table
+from memory_pipeline.ui.pages import doc_link, esc, num, page, table, token_field
 
 
 def confirm_delete(
@@ -46,8 +45,7 @@ def confirm_delete(
         f"<ul>{''.join(f'<li>{esc(g)}</li>' for g in goes)}</ul>"
         f"<p>It leaves:</p><ul>{''.join(f'<li>{esc(x)}</li>' for x in stays)}</ul>"
         f'<form class="delete" method="post" action="documents/{esc(doc.doc_id)}/delete">'
-        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
-        "<button>Delete this document</button> "
+        f"{token_field(token)}<button>Delete this document</button> "
         f"{doc_link(doc.doc_id, 'Keep it')}</form>"
     )
     return page(f"Delete {doc.title or doc.doc_id}?", body, spaces=spaces)
@@ -102,7 +100,7 @@ def proposals(
         )
         buttons = (
             f'<form class="edit" method="post" action="proposals/{c.id}">'
-            f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
+            f"{token_field(token)}"
             '<button name="decision" value="accept">Accept</button>'
             '<button name="decision" value="revert">Revert</button></form>'
             if token is not None
@@ -181,7 +179,7 @@ def forgetting(
         return page("Forgetting", head + listed + more, current="forgetting", spaces=spaces)
     form = (
         f'<form method="post" action="forgetting">'
-        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">{listed}{more}'
+        f"{token_field(token)}{listed}{more}"
         "<p><button>Archive the ticked chunks</button> "
         "<span class=muted>(they leave the memory for the archive, where they can be "
         "restored)</span></p></form>"
@@ -263,7 +261,7 @@ def archive(
         return page("Archive", said + search + shown + listed, current="archive", spaces=spaces)
     form = (
         f'<form method="post" action="archive/restore">'
-        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">{listed}'
+        f"{token_field(token)}{listed}"
         "<p><button>Restore the ticked chunks</button></p></form>"
     )
     return page("Archive", said + search + shown + form, current="archive", spaces=spaces)

@@ -121,12 +121,7 @@ class Corrections:
         with self._lock:
             changes = self.system.proposals(PAGE_SIZE + 1, offset)
             shown = changes[:PAGE_SIZE]
-            titles = {
-                doc_id: title
-                for doc_id, (title, _) in self.system.document_labels(
-                    c.doc_id for c in shown
-                ).items()
-            }
+            titles = self._titles(c.doc_id for c in shown)
             chunks = {}
             for c in shown:
                 if c.chunk_index is not None and (c.doc_id, c.chunk_index) not in chunks:
@@ -193,11 +188,10 @@ class Corrections:
     def _forget(self, picked: list[int]) -> ForgettingReport:
         try:
             return self.system.run_forgetting_batch(dry_run=False, chosen=picked)
-        except ForgettingRefusedError:
-            dry = self.system.run_forgetting_batch(dry_run=True, examples=0)
+        except ForgettingRefusedError as exc:
             raise InvalidInputError(
                 f"You ticked {len(picked)} chunks; one run may archive at most "
-                f"{dry.limit} chunks, {dry.params['max_fraction']:.0%} of the memory "
+                f"{exc.limit} chunks, {exc.max_fraction:.0%} of the memory "
                 "(HYBRID_RAG_FORGET_MAX_FRACTION). Tick fewer."
             ) from None
 

@@ -2,7 +2,8 @@
 fields, and for a write the form token the page handed out.
 
 Each page with a form gets a fresh token for what its forms may do (``purpose``: the
-chunks of one document, or deleting one document), kept by this run of the viewer.
+chunks of one document, deleting one document, the agent's changes, forgetting,
+restoring), kept by this run of the viewer.
 A write is taken only with a token issued for its purpose, once: a token from another
 page, an earlier run of the viewer, one already used or older than ``LIFETIME`` is
 stale, and the write is refused before anything is read from the store. With the

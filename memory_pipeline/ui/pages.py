@@ -123,6 +123,11 @@ def page(title: str, body: str, *, current: str = "", spaces: str = "") -> str:
     )
 
 
+def token_field(token: str) -> str:
+    """The hidden field that carries a form's token (``forms.py``)."""
+    return f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
+
+
 def doc_link(doc_id: str, title: str | None, chunk_index: int | None = None) -> str:
     query = (
         f"?{urlencode({'chunk': chunk_index})}#chunk-{chunk_index}"
@@ -494,8 +499,8 @@ def chunk_form(doc_id: str, chunk: ChunkRecord, token: str) -> str:
     return (
         f'<form class="edit" method="post" '
         f'action="documents/{esc(doc_id)}/chunks/{chunk.chunk_index}">'
-        f'<input type="hidden" name="{FORM_FIELD}" value="{esc(token)}">'
-        f'<input type="hidden" name="was_importance" value="{esc(importance)}">'
+        + token_field(token)
+        + f'<input type="hidden" name="was_importance" value="{esc(importance)}">'
         f'<input type="hidden" name="was_knowledge_type" value="{esc(kind)}">'
         f'<input type="hidden" name="was_tags" value="{esc(tags)}">'
         '<label>importance <input type="number" name="importance" min="0" max="1" step="any" '

@@ -165,8 +165,8 @@ def _check_scrub(ctx: Ctx, out: dict[str, Any]) -> None:
     assert _a_token()[4:16] not in json.dumps(out)  # the kind and the place, never the value
 
 
-def _retag_fusion(ctx: Ctx) -> None:
-    """A person raised the fusion note's importance (through the Python API)."""
+def _set_fusion_importance(ctx: Ctx, importance: float, actor: str) -> None:
+    """The fusion note's importance set through the Python API, recorded as ``actor``'s."""
     from memory_pipeline.config import Settings
     from memory_pipeline.embedding.base import HashingEmbedder
     from memory_pipeline.system import MemorySystem
@@ -176,25 +176,19 @@ def _retag_fusion(ctx: Ctx) -> None:
     )
     system = MemorySystem(settings, embedder=HashingEmbedder())
     try:
-        system.set_chunk_tags(ctx.values["fusion_id"], 0, importance=1.0, actor="cli")
+        system.set_chunk_tags(ctx.values["fusion_id"], 0, importance=importance, actor=actor)
     finally:
         system.close()
+
+
+def _retag_fusion(ctx: Ctx) -> None:
+    """A person raised the fusion note's importance (recorded as cli's)."""
+    _set_fusion_importance(ctx, 1.0, "cli")
 
 
 def _agent_retags_fusion(ctx: Ctx) -> None:
     """The agent set the fusion note's importance over MCP (as its tool records it)."""
-    from memory_pipeline.config import Settings
-    from memory_pipeline.embedding.base import HashingEmbedder
-    from memory_pipeline.system import MemorySystem
-
-    settings = Settings(
-        db_path=ctx.dir / "memory.db", index_path=ctx.dir / "indices", model="hashing"
-    )
-    system = MemorySystem(settings, embedder=HashingEmbedder())
-    try:
-        system.set_chunk_tags(ctx.values["fusion_id"], 0, importance=0.1, actor="mcp")
-    finally:
-        system.close()
+    _set_fusion_importance(ctx, 0.1, "mcp")
 
 
 def _check_review(ctx: Ctx, out: list[dict[str, Any]]) -> None:
