@@ -39,6 +39,10 @@ from memory_pipeline.embedding.settings import default_cache_dir as default_cach
 from memory_pipeline.errors import InvalidInputError, SettingError
 from memory_pipeline.index.settings import IndexSettings as IndexSettings
 from memory_pipeline.ingest.settings import IngestSettings as IngestSettings
+from memory_pipeline.memory.prompt_recall import DEFAULT_BM25_FLOOR as PROMPT_BM25_FLOOR
+from memory_pipeline.memory.prompt_recall import DEFAULT_BUDGET as PROMPT_BUDGET
+from memory_pipeline.memory.prompt_recall import DEFAULT_FLOOR as PROMPT_FLOOR
+from memory_pipeline.memory.prompt_recall import IDLE_SECONDS as PROMPT_IDLE
 from memory_pipeline.memory.recall import DEFAULT_BUDGET
 from memory_pipeline.memory.scoring import (
     DEFAULT_GRACE_DAYS,
@@ -115,6 +119,21 @@ class MemorySettings(Section):
     half_lives: tuple[tuple[str, float | None], ...] = _var("HALF_LIVES", ())
     # the size in tokens of the block ``memory-pipeline recall`` prints (memory/recall.py)
     recall_budget: Annotated[int, annotated_types.Ge(1)] = _var("RECALL_BUDGET", DEFAULT_BUDGET)
+    # memories handed over with each prompt (``recall --prompt``, memory/prompt_recall.py)
+    prompt_recall: bool = _var("PROMPT_RECALL", True)
+    prompt_recall_budget: Annotated[int, annotated_types.Ge(1)] = _var(
+        "PROMPT_RECALL_BUDGET", PROMPT_BUDGET
+    )
+    prompt_recall_floor: Annotated[float, annotated_types.Ge(-1), annotated_types.Le(1)] = _var(
+        "PROMPT_RECALL_FLOOR", PROMPT_FLOOR
+    )
+    prompt_recall_bm25_floor: Annotated[float, annotated_types.Ge(0)] = _var(
+        "PROMPT_RECALL_BM25_FLOOR", PROMPT_BM25_FLOOR
+    )
+    prompt_recall_helper: bool = _var("PROMPT_RECALL_HELPER", True)
+    prompt_recall_idle: Annotated[float, annotated_types.Gt(0)] = _var(
+        "PROMPT_RECALL_IDLE", PROMPT_IDLE
+    )
 
     @field_validator("half_lives", mode="before")
     @classmethod

@@ -194,7 +194,7 @@ class MemorySystem:
         block: str | None = None,
         hits: Sequence[SearchHit] = (),
     ) -> None:
-        """Keep what the memory gave an agent (``kind``: "recall" or "search"), for the
+        """Keep what the memory gave an agent (``kind``: "recall", "prompt" or "search"), for the
         viewer's page of it: the query redacted as stored texts are, the hits by chunk.
         A memory opened read-only keeps nothing."""
         from memory_pipeline.store.handed import HandedHit

@@ -1,8 +1,8 @@
 """``memory-pipeline``: the entry point of the command line.
 
-``capture`` runs as a Claude Code hook and must return in milliseconds, so it is handed
-to ``cli/capture.py`` before anything heavy is imported: this module imports only the
-standard library. ``serve``, which an agent spawns and then waits for, goes straight to
+``capture`` and ``recall --prompt`` run as Claude Code hooks and must return in
+milliseconds, so they are handed to ``cli/capture.py`` and ``cli/prompt_hook.py`` before
+anything heavy is imported: this module imports only the standard library. ``serve``, which an agent spawns and then waits for, goes straight to
 the server's entry point (``serving.__main__``, whose parser ``serve`` shows), without
 the parsers and modules of every other command (0.1 s). Every other command goes to
 ``cli/commands.py`` (the parser, the settings, the store). The names defined there (``build_parser``, ``READER_GONE``, …)
@@ -27,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memory_pipeline.cli.capture import main as capture
 
         return capture(words[1:])
+    if words[:1] == ["recall"] and "--prompt" in words:
+        from memory_pipeline.cli.prompt_hook import main as prompt
+
+        return prompt(words[1:])
     if words[:1] == ["serve"]:
         from serving.__main__ import parse_args, serve
 

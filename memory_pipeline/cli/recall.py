@@ -122,6 +122,32 @@ def _catch_up(settings: Settings) -> str:
     return state.notice()
 
 
+def _storage_flags(args: argparse.Namespace) -> dict[str, str]:
+    """The storage flags given, as the variables the hook and its helper read."""
+    given = {
+        "db_path": args.db,
+        "index_path": args.index,
+        "database_url": args.database_url,
+        "backend": args.backend,
+        "model": args.model,
+    }
+    return {variable(k): str(v) for k, v in given.items() if v}
+
+
+def _start_prompt_helper(settings: Settings, env: dict[str, str]) -> None:
+    """Start the helper that answers ``recall --prompt``, so the session's first prompt
+    finds it warm (``cli/prompt_hook.py``); not when prompt recall or its helper is off."""
+    from memory_pipeline.cli.prompt_hook import start_helper
+
+    if settings.memory.prompt_recall and settings.memory.prompt_recall_helper:
+        try:
+            start_helper(env)
+        except Exception as exc:
+            print(
+                f"memory-pipeline recall: the prompt helper did not start: {exc}", file=sys.stderr
+            )
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -130,6 +156,15 @@ def register(
     """Add the ``recall`` subcommand."""
 
     def cmd_recall(args: argparse.Namespace) -> int:
+        if args.prompt:  # reached here only with other flags (``cli/main.py``): the same hook
+            from memory_pipeline.cli.prompt_hook import hook
+
+            env = {**os.environ, **_storage_flags(args)}
+            return hook(sys.stdin, env, args.space, args.read_space or [])
+        if args.serve_prompts:
+            from memory_pipeline.cli.prompt_helper import serve
+
+            return serve(make_settings(args), os.environ)
         if not args.hook:
             settings = make_settings(args)
             block = _recall(settings, args.budget or settings.memory.recall_budget)
@@ -147,6 +182,8 @@ def register(
             return 0
         if block:
             _note_handed(settings, payload.get("session_id"), block)
+        if args.start_prompt_helper:
+            _start_prompt_helper(settings, {**os.environ, **_storage_flags(args)})
         if block or notice:
             event = payload.get("hook_event_name")
             print(hook_output(block, event if isinstance(event, str) else HOOK_EVENT, notice))
@@ -174,5 +211,30 @@ def register(
         "the space of the project at its cwd, as capture does (unless --space or "
         "HYBRID_RAG_SPACE), print the block as "
         "hookSpecificOutput.additionalContext, and exit 0 whatever fails",
+    )
+    p.add_argument(
+        "--start-prompt-helper",
+        action="store_true",
+        help="with --hook: also start the helper that answers --prompt, so that the "
+        "session's first prompt finds the memory loaded (unless HYBRID_RAG_PROMPT_RECALL "
+        "or HYBRID_RAG_PROMPT_RECALL_HELPER is off)",
+    )
+    p.add_argument(
+        "--prompt",
+        action="store_true",
+        help="run as the UserPromptSubmit hook of Claude Code or Codex: read its JSON payload "
+        "on stdin, search the prompt in the project's spaces and print the few chunks that "
+        "clear HYBRID_RAG_PROMPT_RECALL_FLOOR, within HYBRID_RAG_PROMPT_RECALL_BUDGET tokens, "
+        "as hookSpecificOutput.additionalContext; nothing for a prompt no person typed, a "
+        "short one or one nothing matches, nor for a chunk this session was given already. "
+        "Exits 0 whatever fails (why goes to the capture log); off with "
+        "HYBRID_RAG_PROMPT_RECALL=off",
+    )
+    p.add_argument(
+        "--serve-prompts",
+        action="store_true",
+        help="run the helper that answers --prompt (the hooks start it): the memory loaded "
+        "once, answering on a Unix socket until HYBRID_RAG_PROMPT_RECALL_IDLE seconds pass "
+        "without a prompt",
     )
     p.set_defaults(func=cmd_recall, reads_only=True)

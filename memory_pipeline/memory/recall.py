@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -46,6 +47,7 @@ TEXT_CHARS = 160  # an item's quoted text, clipped (and marked) beyond this
 TITLE_CHARS = 80
 HUMAN_SPEAKERS = ("human", "user")
 CLIPPED = " …"
+_NAMED = re.compile(r"\(([^\s()#]+)#(\d+)\)$", re.MULTILINE)
 
 
 class RecallView(Protocol):
@@ -65,6 +67,12 @@ class RecallView(Protocol):
     def tagged_documents(self, tag: str, prefix: str) -> list[TaggedDocument]: ...
 
     def document_chunks(self, doc_id: str) -> list[ChunkRecord]: ...
+
+
+def named_chunks(block: str) -> set[tuple[str, int]]:
+    """The chunks a block names, as (doc_id, chunk index): each item ends with
+    ``(doc_id#chunk)``."""
+    return {(d, int(i)) for d, i in _NAMED.findall(block)}
 
 
 def estimate_tokens(text: str) -> int:

@@ -29,7 +29,7 @@ class HandedHit:
 class HandedRecord:
     at: dt.datetime
     space: str
-    kind: str  # "recall" | "search"
+    kind: str  # "recall" | "search" | "prompt"
     session: str | None
     query: str | None
     block: str | None
@@ -77,6 +77,18 @@ class HandedQueries(StoreBase):
             .limit(limit)
             .offset(offset)
         )
+        return self._records(stmt)
+
+    def handed_in_session(self, session: str) -> list[HandedRecord]:
+        """The records of one agent session in the spaces this store reads, oldest first."""
+        stmt = (
+            sa.select(Handed)
+            .where(self.readable(Handed.space), Handed.session == session)
+            .order_by(Handed.id)
+        )
+        return self._records(stmt)
+
+    def _records(self, stmt: sa.Select[Handed]) -> list[HandedRecord]:
         with self.read() as s:
             return [
                 HandedRecord(

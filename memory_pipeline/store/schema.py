@@ -185,8 +185,8 @@ class SpaceRoot(Base):
 
 
 class Handed(Base):
-    """What the memory gave an agent: a recall block a hook injected, or the hits of a
-    search it made over MCP; per space, the latest few hundred kept (``store/handed.py``).
+    """What the memory gave an agent: a recall block a hook injected, the chunks handed
+    over with a prompt, or the hits of a search it made over MCP; per space, the latest few hundred kept (``store/handed.py``).
     The query is kept redacted; a hit is named by its chunk, not copied."""
 
     __tablename__ = "handed"
@@ -195,7 +195,7 @@ class Handed(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     space: Mapped[str] = mapped_column(String(64))
     at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
-    kind: Mapped[str] = mapped_column(String(16))  # "recall" | "search"
+    kind: Mapped[str] = mapped_column(String(16))  # "recall" | "search" | "prompt"
     session: Mapped[str | None] = mapped_column(String(256))
     query: Mapped[str | None] = mapped_column(Text)
     block: Mapped[str | None] = mapped_column(Text)  # the recall block as injected

@@ -643,13 +643,14 @@ def handed(records: Sequence[HandedRecord], *, offset: int, more: bool, spaces: 
     if not records and offset == 0:
         body = (
             '<div class="empty"><p>Nothing handed to an agent yet.</p><p>A search the agent '
-            "makes over MCP (<code>hybrid_search</code>) and the block the session-start hook "
-            "injects (<code>memory-pipeline recall --hook</code>) appear here.</p></div>"
+            "makes over MCP (<code>hybrid_search</code>), the block the session-start hook "
+            "injects (<code>memory-pipeline recall --hook</code>) and the chunks handed over "
+            "with a prompt (<code>recall --prompt</code>) appear here.</p></div>"
         )
         return page("Handed to the agent", body, current="handed", spaces=spaces)
     out = []
     for r in records:
-        what = "recall block" if r.kind == "recall" else "search"
+        what = {"recall": "recall block", "prompt": "with a prompt"}.get(r.kind, "search")
         head = (
             f"{esc(r.at.isoformat(timespec='seconds'))} · {what}"
             + (f" · session <code>{esc(r.session)}</code>" if r.session else "")
