@@ -36,11 +36,22 @@ from memory_pipeline.spaces import (
 
 AGENTS_DIR = Path(".claude") / "agents"
 SETTINGS_FILE = Path(".claude") / "settings.json"
-#: Seconds Claude Code gives each hook before it stops waiting (``capture`` returns at once).
-HOOK_TIMEOUT = 30
+#: Seconds the client gives each hook before it stops waiting, declared on every hook (Claude
+#: Code's own defaults are 600 s for most events and about 1.5 s for SessionEnd). Prompt recall
+#: gives up by itself after about 2 s; session-start recall opens the store and may drain the
+#: capture spool; capture only records the session and starts a worker, so it returns at once.
+HOOK_TIMEOUT = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 5,
+    "PreCompact": 5,
+    "SessionEnd": 5,
+    "Stop": 5,
+}
 #: The model is unpacked once into the cache; a server must never wait on the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 CLIENTS = ("claude-code",)
+#: The Claude Code events whose session ``capture`` stores.
+CAPTURE_EVENTS = ("PreCompact", "SessionEnd")
 #: What the server writes to and reads when --space / --read-space is not given (the
 #: environment's HYBRID_RAG_SPACE and HYBRID_RAG_READ_SPACES are not written into it).
 SPACE_DEFAULT = (
@@ -88,6 +99,17 @@ class ServerEntry:
 
 
 @dataclass(frozen=True)
+class Hook:
+    """One command hook as setup writes it: what it runs and how long the client waits."""
+
+    command: str
+    timeout: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "command", "command": self.command, "timeout": self.timeout}
+
+
+@dataclass(frozen=True)
 class AgentFiles:
     """What writing the subagents did, file by file."""
 
@@ -117,17 +139,21 @@ def cli_command(*words: str) -> str:
     return shlex.join([*head, *words])
 
 
-def hook_commands(space: str | None, read_spaces: Iterable[str] = ()) -> dict[str, str]:
-    """Claude Code hook event → the command it runs: capture the session as it ends or
-    before it is compacted, recall at its start. ``space`` when setup was given one;
-    recall also reads ``read_spaces``, as the server does."""
+def hook_commands(
+    space: str | None, read_spaces: Iterable[str] = (), capture_on: Iterable[str] = CAPTURE_EVENTS
+) -> dict[str, Hook]:
+    """Hook event → the hook it runs: recall at a session's start and with every prompt,
+    capture on each of ``capture_on`` (Claude Code: as a session ends or before it is
+    compacted). ``space`` when setup was given one; recall also reads ``read_spaces``, as
+    the server does."""
     chosen = ["--space", space] if space else []
     reads = [w for s in read_spaces if s != space for w in ("--read-space", s)]
-    return {
+    commands = {
         "SessionStart": cli_command("recall", "--hook", *chosen, *reads),
-        "PreCompact": cli_command("capture", *chosen),
-        "SessionEnd": cli_command("capture", *chosen),
+        "UserPromptSubmit": cli_command("recall", "--prompt", *chosen, *reads),
+        **{event: cli_command("capture", *chosen) for event in capture_on},
     }
+    return {event: Hook(command, HOOK_TIMEOUT[event]) for event, command in commands.items()}
 
 
 #: What a refused file's message ends with: setup writes nothing unless it can write exactly.
@@ -222,17 +248,19 @@ def own_hook(command: str) -> bool:
     return False
 
 
-def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """``path``'s text with a command hook for each event of ``commands``, every other
+def merged_settings_json(path: Path, wanted: Mapping[str, Hook]) -> tuple[str, dict[str, str]]:
+    """``path``'s text with the hook of ``wanted`` for each of its events, every other
     hook and setting kept; and each event's state: "added", "already there" (a second
     run changes nothing) or "replaced an earlier one" (this tool's own hooks of another
-    install or other flags are taken out, so a session is never captured twice)."""
+    install, other flags or another timeout are taken out, so a session is never
+    captured twice)."""
     data = _read_object(path)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
         raise InvalidInputError(f'{path}: "hooks" is not an object of lists; {LEFT}')
     states = {}
-    for event, command in commands.items():
+    for event, want in wanted.items():
+        entry = want.to_json()
         present = replaced = False
         groups = []
         for group in hooks.get(event, []):
@@ -243,7 +271,7 @@ def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, 
                     run = hook.get("command") if isinstance(hook, dict) else None
                     if not (isinstance(run, str) and own_hook(run)):
                         kept.append(hook)
-                    elif run == command and not present:
+                    elif hook == entry and not present:
                         present = True
                         kept.append(hook)
                     else:
@@ -253,7 +281,6 @@ def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, 
                 group["hooks"] = kept
             groups.append(group)
         if not present:
-            entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
             groups.append({"hooks": [entry]})
         hooks[event] = groups
         states[event] = (
@@ -408,7 +435,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             f"--merge {space} {marked} --apply, then setup claude-code --space {marked}"
         )
     for event, hook_state in states.items():
-        print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({hook_state})")
+        hook = commands[event]
+        print(f"{SETTINGS_FILE}: hook {event} → {hook.command} ({hook.timeout} s, {hook_state})")
     if args.agents:
         done = write_agents(project / AGENTS_DIR, force=args.force)
         for verb, paths in (("wrote", done.written), ("unchanged", done.unchanged)):
@@ -454,7 +482,8 @@ def register(
         "--hooks",
         action="store_true",
         help=f"also add Claude Code hooks to {SETTINGS_FILE}: capture each session as it "
-        "ends or is compacted, recall at its start (other hooks are kept)",
+        "ends or is compacted, recall at its start and with every prompt (other hooks are "
+        "kept)",
     )
     p.add_argument(
         "--force",
