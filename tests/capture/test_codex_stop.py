@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from memory_pipeline import spool
+from memory_pipeline.cli import main
 from memory_pipeline.sources.codex import parse_codex_session
 from memory_pipeline.sources.status import conversation_source, is_current
 from memory_pipeline.system import MemorySystem
+from tests.capture.fake_responses import PROVIDER, reply
 from tests.capture.helpers import START, cli, found, hook_env, memory, space_of, spool_of, wait_idle
+from tests.cli.test_setup import clean_env
+
+__all__ = ["clean_env"]  # the autouse fixture, used here by being imported
 
 SESSION = "019af0c2-7d1e-7a44-9b1c-3e5f6a7b8c9d"
 
@@ -109,3 +120,59 @@ def test_a_stop_without_a_rollout_prints_nothing_and_stores_nothing(tmp_path: Pa
     assert "skipped: Stop without a transcript_path" in (
         (spool_of(tmp_path) / spool.LOG_NAME).read_text()
     )
+
+
+def loopback_only() -> bool:
+    """Whether a network namespace holding only loopback can be made here."""
+    tool = shutil.which("unshare")
+    return tool is not None and subprocess.run([tool, "-rn", "true"]).returncode == 0
+
+
+@pytest.mark.slow
+def test_the_real_codex_runs_the_hooks_setup_wrote_and_stores_its_session_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``setup codex --hooks``, then two turns of the real Codex CLI (the second resuming the
+    session) against a fake Responses API, with nothing but loopback to reach."""
+    codex = shutil.which("codex")
+    if codex is None:
+        pytest.skip("the Codex CLI is not installed (npm install @openai/codex puts `codex` here)")
+    if not loopback_only():
+        pytest.skip("needs `unshare -rn` (a network namespace holding only loopback)")
+    env = hook_env(tmp_path)
+    home, project = tmp_path / "codex", tmp_path / "orbit"
+    home.mkdir()
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (home / "config.toml").write_text(PROVIDER)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    assert main(["setup", "codex", "--hooks"]) == 0, capsys.readouterr().err
+    if "--prompt" not in cli("recall", "--help", env=env).stdout:
+        # Until prompt recall exists, its hook would end in a usage error, which blocks a prompt.
+        hooks = json.loads((home / "hooks.json").read_text())
+        del hooks["hooks"]["UserPromptSubmit"]
+        (home / "hooks.json").write_text(json.dumps(hooks))
+    driver = [sys.executable, "-m", "tests.capture.fake_responses", codex, "Which plan?", "And?"]
+    done = subprocess.run(
+        ["unshare", "-rn", *driver],
+        env={**os.environ, "CODEX_HOME": str(home)},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)
+    assert [run["code"] for run in runs] == [0, 0], runs
+    assert all(run["stderr"].count("hook: Stop Completed") == 1 for run in runs), runs
+    assert all("hook: SessionStart Completed" in run["stderr"] for run in runs), runs
+    wait_idle(spool_of(tmp_path))
+    [rollout] = home.glob("sessions/*/*/*/rollout-*.jsonl")
+    with memory(tmp_path, space_of(project)) as system:
+        chunks = the_one_document(system, rollout)
+        assert chunks == ["Which plan?", reply(1), "And?", reply(2)]
+    log = (spool_of(tmp_path) / spool.LOG_NAME).read_text()
+    assert log.count("pending: Stop") == 2 and log.count("stored: ") == 2
