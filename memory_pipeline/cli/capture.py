@@ -1,16 +1,16 @@
 """``memory-pipeline capture``: a Claude Code or Codex hook that brings a session into the memory.
 
 Claude Code runs it on ``SessionEnd`` and ``PreCompact``, Codex on ``Stop`` (after every
-turn: Codex has no session end), with the hook's JSON on stdin. It must return at once and
-never break the session, so it only records the session as pending in the spool
-(``memory_pipeline/spool.py``), starts a detached worker and exits 0, printing nothing on
-stdout (Codex takes a Stop hook's stdout as its answer); anything it cannot use (another
-event, no transcript) is a line in the capture log. A payload that is not a JSON object is
-one line on stderr and exit 1, which Claude Code shows and does not block on (2 would block
-a compaction). The worker is ``capture --drain``: it holds the spool's lock, stores every
-pending session through its source's path (``sources.given``: a Codex rollout by the Codex
-source, else Claude Code's; a session captured again replaces its one document) and updates
-the index once.
+turn), with the hook's JSON on stdin. It must return at once and never break the session,
+so it only records the session as pending in the spool (``memory_pipeline/spool.py``),
+starts a detached worker and exits 0, printing nothing on stdout (Codex takes a Stop
+hook's stdout as its answer); anything it cannot use (another event, no transcript) is a
+line in the capture log. A payload that is not a JSON object is one line on stderr and
+exit 1, which Claude Code shows and does not block on (2 would block a compaction). The
+worker is ``capture --drain``: it holds the spool's lock, stores every pending session
+through its source's path (``sources.given``: a Codex rollout by the Codex source, else
+Claude Code's; a session captured again replaces its one document) and updates the index
+once.
 
 This module is what the hook imports: the standard library and the spool only. The
 store, the settings and the models are imported by ``drain`` alone.

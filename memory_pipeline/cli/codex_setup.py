@@ -37,8 +37,9 @@ from memory_pipeline.errors import InvalidInputError
 CODEX_HOME_VARIABLE = "CODEX_HOME"
 CONFIG_FILE = "config.toml"
 HOOKS_FILE = "hooks.json"
-#: Codex has no SessionEnd: Stop runs after every turn, once the turn is in the rollout, so
-#: the session is captured turn by turn (each capture replaces the session's document).
+#: Stop runs after every turn, once the turn is in the rollout, so the session is captured
+#: turn by turn (each capture replaces its document) and nothing waits for its end: Codex
+#: cuts a SessionEnd hook after at most 3 s, and a session left without closing has none.
 CAPTURE_EVENTS = ("Stop",)
 #: The events of ours whose group matcher Codex counts in a hook's identity (it ignores the
 #: matcher of UserPromptSubmit and Stop).
