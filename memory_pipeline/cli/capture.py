@@ -1,13 +1,16 @@
-"""``memory-pipeline capture``: a Claude Code hook that brings a session into the memory.
+"""``memory-pipeline capture``: a Claude Code or Codex hook that brings a session into the memory.
 
-Claude Code runs it on ``SessionEnd`` and ``PreCompact`` with the hook's JSON on stdin.
-It must return at once and never break the session, so it only records the session as
-pending in the spool (``memory_pipeline/spool.py``), starts a detached worker and exits
-0; anything it cannot use (another event, no transcript) is a line in the capture log.
-A payload that is not a JSON object is one line on stderr and exit 1, which Claude Code
-shows and does not block on (2 would block a compaction). The worker is ``capture --drain``: it
-holds the spool's lock, stores every pending session through the Claude Code source's
-path (``sources.given``) and updates the index once.
+Claude Code runs it on ``SessionEnd`` and ``PreCompact``, Codex on ``Stop`` (after every
+turn), with the hook's JSON on stdin. It must return at once and never break the session,
+so it only records the session as pending in the spool (``memory_pipeline/spool.py``),
+starts a detached worker and exits 0, printing nothing on stdout (Codex takes a Stop
+hook's stdout as its answer); anything it cannot use (another event, no transcript) is a
+line in the capture log. A payload that is not a JSON object is one line on stderr and
+exit 1, which Claude Code shows and does not block on (2 would block a compaction). The
+worker is ``capture --drain``: it holds the spool's lock, stores every pending session
+through its source's path (``sources.given``: a Codex rollout by the Codex source, else
+Claude Code's; a session captured again replaces its one document) and updates the index
+once.
 
 This module is what the hook imports: the standard library and the spool only. The
 store, the settings and the models are imported by ``drain`` alone.
@@ -36,8 +39,9 @@ from memory_pipeline.spaces import (
     repository_root,
 )
 
-#: The hook events whose transcript is stored; every other event is let pass.
-EVENTS = ("SessionEnd", "PreCompact")
+#: The hook events whose transcript is stored (Claude Code's two, Codex's after each turn);
+#: every other event is let pass.
+EVENTS = ("SessionEnd", "PreCompact", "Stop")
 #: Claude Code shows a hook's stderr for exit codes other than 0 and 2 and goes on.
 NOT_BLOCKING = 1
 WORKER = ("-m", "memory_pipeline.cli", "capture", "--drain")
@@ -178,7 +182,7 @@ def drain(folder: Path, make_system: Callable[[], Any]) -> int:
 
 def _drain(folder: Path, make_system: Callable[[], Any]) -> tuple[int, int] | None:
     """``drain``'s work: (stored, set aside), or None when another worker holds the lock."""
-    from memory_pipeline.sources.given import given_config, store_files
+    from memory_pipeline.sources.given import given_config, session_kind, store_files
     from memory_pipeline.sources.ledger import open_ledger
     from memory_pipeline.sources.sources_file import SourceKind
     from memory_pipeline.store.rows import now_utc as now
@@ -193,7 +197,7 @@ def _drain(folder: Path, make_system: Callable[[], Any]) -> tuple[int, int] | No
                     return None
                 while claimed := spool.claim(folder):
                     system = system or make_system()
-                    groups: dict[str, list[tuple[Path, spool.Capture]]] = {}
+                    groups: dict[tuple[str, SourceKind], list[tuple[Path, spool.Capture]]] = {}
                     for path in claimed:
                         try:
                             capture = spool.read_capture(path)
@@ -207,12 +211,11 @@ def _drain(folder: Path, make_system: Callable[[], Any]) -> tuple[int, int] | No
                             spool.log(folder, f"set aside: {why}: {capture.session_id}")
                             refused += 1
                             continue
-                        groups.setdefault(capture.space, []).append((path, capture))
-                    for space, items in groups.items():
+                        kind = session_kind(Path(capture.transcript))
+                        groups.setdefault((capture.space, kind), []).append((path, capture))
+                    for (space, kind), items in groups.items():
                         files = [Path(c.transcript) for _, c in items]
-                        config = given_config(
-                            SourceKind.CLAUDE_CODE, files, space, folder / spool.LEDGER_NAME
-                        )
+                        config = given_config(kind, files, space, folder / spool.LEDGER_NAME)
                         with open_ledger(usable_ledger(folder)) as ledger:
                             report = store_files(system, config, files, ledger)
                         for path, capture in items:
@@ -388,10 +391,12 @@ def register(
     p = sub.add_parser(
         "capture",
         parents=parents,
-        help="Claude Code hook: store the session on stdin's hook payload (returns at once)",
-        description="Read a Claude Code hook payload (SessionEnd, PreCompact) on stdin, "
-        "record its session as pending and start a worker that stores it in the space of "
-        "the project at the payload's cwd (or --space). --drain stores every pending "
+        help="Claude Code / Codex hook: store the session on stdin's hook payload (returns "
+        "at once)",
+        description="Read a Claude Code hook payload (SessionEnd, PreCompact) or a Codex one "
+        "(Stop, after every turn) on stdin, record its session as pending and start a worker "
+        "that stores it in the space of the project at the payload's cwd (or --space); a "
+        "session captured again replaces its one document. --drain stores every pending "
         "session now, in the foreground; --status lists what waits, what was set aside "
         "and why, and whether the worker could run; --retry and --drop act on what was "
         "set aside.",

@@ -1,19 +1,19 @@
-"""`memory-pipeline setup claude-code`: give a project the memory server in one command.
+"""`memory-pipeline setup claude-code|codex`: give an agent the memory server in one command.
 
-Run in a project folder, it adds one server entry to the project's ``.mcp.json``
-(other servers and keys stay as they are), optionally the Claude Code subagents that
-use it, and prints the same server as a ``claude mcp add`` line and as a Codex
-``config.toml`` block. The entry names no storage unless a flag did: every project
-then shares the user's one memory, each writing to its own space (by default named
-after the project: ``spaces.project_space``) and reading others only when ``--read-space``
-says so.
+``claude-code``, run in a project folder, adds one server entry to the project's
+``.mcp.json`` (other servers and keys stay as they are), optionally the Claude Code
+subagents that use it and its hooks, and prints the same server as a ``claude mcp add``
+line and as a Codex ``config.toml`` block. ``codex`` writes the server, and optionally the
+hooks, into the Codex CLI's own files (``codex_setup``). The entry names no storage unless
+a flag did: every project then shares the user's one memory, each writing to its own
+space (by default named after the project: ``spaces.project_space``) and reading others
+only when ``--read-space`` says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
 import sys
@@ -23,6 +23,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from memory_pipeline.cli import codex_setup
+from memory_pipeline.cli.setup_files import (
+    Hook,
+    json_text,
+    merged_settings_json,
+    read_object,
+    write_checked,
+)
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.durable import replace_text
 from memory_pipeline.errors import InvalidInputError
@@ -36,11 +44,22 @@ from memory_pipeline.spaces import (
 
 AGENTS_DIR = Path(".claude") / "agents"
 SETTINGS_FILE = Path(".claude") / "settings.json"
-#: Seconds Claude Code gives each hook before it stops waiting (``capture`` returns at once).
-HOOK_TIMEOUT = 30
+#: Seconds the client gives each hook before it stops waiting, declared on every hook (Claude
+#: Code's own defaults are 600 s for most events and about 1.5 s for SessionEnd). Prompt recall
+#: gives up by itself after about 2 s; session-start recall opens the store and may drain the
+#: capture spool; capture only records the session and starts a worker, so it returns at once.
+HOOK_TIMEOUT = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 5,
+    "PreCompact": 5,
+    "SessionEnd": 5,
+    "Stop": 5,
+}
 #: The model is unpacked once into the cache; a server must never wait on the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-CLIENTS = ("claude-code",)
+CLIENTS = ("claude-code", "codex")
+#: The Claude Code events whose session ``capture`` stores.
+CAPTURE_EVENTS = ("PreCompact", "SessionEnd")
 #: What the server writes to and reads when --space / --read-space is not given (the
 #: environment's HYBRID_RAG_SPACE and HYBRID_RAG_READ_SPACES are not written into it).
 SPACE_DEFAULT = (
@@ -73,6 +92,10 @@ class ServerEntry:
             words += ["-e", f"{key}={value}"]
         words += ["--", self.command, *self.args]
         return " ".join(shlex.quote(w) for w in words)
+
+    def codex_table(self) -> dict[str, Any]:
+        """The entry as a Codex ``[mcp_servers.<name>]`` table holds it."""
+        return {"command": self.command, "args": list(self.args), "env": dict(self.env)}
 
     def codex_toml(self, name: str) -> str:
         """The same server as a Codex CLI ``config.toml`` table (JSON strings are TOML's)."""
@@ -117,149 +140,21 @@ def cli_command(*words: str) -> str:
     return shlex.join([*head, *words])
 
 
-def hook_commands(space: str | None, read_spaces: Iterable[str] = ()) -> dict[str, str]:
-    """Claude Code hook event → the command it runs: capture the session as it ends or
-    before it is compacted, recall at its start. ``space`` when setup was given one;
-    recall also reads ``read_spaces``, as the server does."""
+def hook_commands(
+    space: str | None, read_spaces: Iterable[str] = (), capture_on: Iterable[str] = CAPTURE_EVENTS
+) -> dict[str, Hook]:
+    """Hook event → the hook it runs: recall at a session's start and with every prompt,
+    capture on each of ``capture_on`` (Claude Code: as a session ends or before it is
+    compacted). ``space`` when setup was given one; recall also reads ``read_spaces``, as
+    the server does."""
     chosen = ["--space", space] if space else []
     reads = [w for s in read_spaces if s != space for w in ("--read-space", s)]
-    return {
+    commands = {
         "SessionStart": cli_command("recall", "--hook", *chosen, *reads),
-        "PreCompact": cli_command("capture", *chosen),
-        "SessionEnd": cli_command("capture", *chosen),
+        "UserPromptSubmit": cli_command("recall", "--prompt", *chosen, *reads),
+        **{event: cli_command("capture", *chosen) for event in capture_on},
     }
-
-
-#: What a refused file's message ends with: setup writes nothing unless it can write exactly.
-LEFT = "it was left as it was and nothing was written: fix it, then run setup again"
-
-
-class _NotKept(ValueError):
-    """A JSON file holds what could not be written back as it was written."""
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotKept(f"holds the number {text}, beyond what JSON readers can keep")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise _NotKept(f"holds {name}, which is not JSON")
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise _NotKept(f'holds the key "{key}" twice in one object, and only one could be kept')
-        data[key] = value
-    return data
-
-
-def _read_object(path: Path) -> dict[str, Any]:
-    """``path``'s JSON object ({} when absent or blank), through a symlink; a file that
-    is not one, or that could not be written back as it was written (a number out of
-    range, NaN or Infinity, a key twice, text that is not UTF-8), is refused and left as
-    it was. A lone surrogate is refused by ``_json_text``, which makes every text setup
-    writes before the first is written."""
-    if not path.exists():
-        return {}
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"{path} cannot be read ({exc.strerror}); {LEFT}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text (byte {exc.start}); {LEFT}") from exc
-    try:
-        data = (
-            json.loads(
-                text, parse_float=_finite, parse_constant=_no_constant, object_pairs_hook=_unique
-            )
-            if text.strip()
-            else {}
-        )
-    except _NotKept as exc:
-        raise InvalidInputError(f"{path} {exc}; {LEFT}") from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {LEFT}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{path} is not a JSON object; {LEFT}")
-    return data
-
-
-def _json_text(path: Path, data: dict[str, Any]) -> str:
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        bad = text[exc.start : exc.end].encode("unicode_escape").decode()
-        raise InvalidInputError(
-            f"{path} holds a lone surrogate ({bad}) in a string, which cannot be written as "
-            f"UTF-8; {LEFT}"
-        ) from exc
-    return text
-
-
-def own_hook(command: str) -> bool:
-    """A hook command that runs this tool's capture or recall, from any install and with
-    any flags: ``…/memory-pipeline capture``, ``python -m memory_pipeline.cli recall``."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    for i, word in enumerate(words[:-1]):
-        ours = Path(word).name == "memory-pipeline" or (
-            word == "memory_pipeline.cli" and i > 0 and words[i - 1] == "-m"
-        )
-        if ours:
-            return words[i + 1] in ("capture", "recall")
-    return False
-
-
-def merged_settings_json(path: Path, commands: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """``path``'s text with a command hook for each event of ``commands``, every other
-    hook and setting kept; and each event's state: "added", "already there" (a second
-    run changes nothing) or "replaced an earlier one" (this tool's own hooks of another
-    install or other flags are taken out, so a session is never captured twice)."""
-    data = _read_object(path)
-    hooks = data.setdefault("hooks", {})
-    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
-        raise InvalidInputError(f'{path}: "hooks" is not an object of lists; {LEFT}')
-    states = {}
-    for event, command in commands.items():
-        present = replaced = False
-        groups = []
-        for group in hooks.get(event, []):
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(inner, list):
-                kept = []
-                for hook in inner:
-                    run = hook.get("command") if isinstance(hook, dict) else None
-                    if not (isinstance(run, str) and own_hook(run)):
-                        kept.append(hook)
-                    elif run == command and not present:
-                        present = True
-                        kept.append(hook)
-                    else:
-                        replaced = True
-                if inner and not kept:
-                    continue  # a group that held only this tool's earlier hooks
-                group["hooks"] = kept
-            groups.append(group)
-        if not present:
-            entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
-            groups.append({"hooks": [entry]})
-        hooks[event] = groups
-        states[event] = (
-            "replaced an earlier one" if replaced else "already there" if present else "added"
-        )
-    return _json_text(path, data), states
+    return {event: Hook(command, HOOK_TIMEOUT[event]) for event, command in commands.items()}
 
 
 def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, str]) -> ServerEntry:
@@ -278,41 +173,14 @@ def server_entry(space: str, read_spaces: Iterable[str], storage: Mapping[str, s
 def merged_mcp_json(path: Path, name: str, entry: ServerEntry) -> str:
     """``path``'s text with the server ``name`` set to ``entry`` and everything else kept;
     a file that is not a JSON object with an object ``mcpServers`` is refused."""
-    data = _read_object(path)
+    data = read_object(path)
     if not isinstance(data.get("mcpServers", {}), dict):
         raise InvalidInputError(
             f'{path} is not an object with an object "mcpServers"; it was left as it '
             "was: fix it, then run setup again"
         )
     data.setdefault("mcpServers", {})[name] = entry.to_json()
-    return _json_text(path, data)
-
-
-def write_checked(writes: list[tuple[Path, str]]) -> None:
-    """Write each file whole, through a symlink (a dotfiles link stays a link), once every
-    one was checked writable: a refusal changes nothing."""
-    targets = [(path.resolve() if path.is_symlink() else path, text) for path, text in writes]
-    for target, _ in targets:
-        folder = target.parent
-        while not folder.exists():
-            folder = folder.parent
-        if not folder.is_dir():
-            raise InvalidInputError(
-                f"{folder} is not a folder, so {target} cannot be written; nothing was written"
-            )
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise InvalidInputError(f"{folder} may not be written; nothing was written")
-    done: list[Path] = []
-    for target, text in targets:
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            replace_text(target, text)
-        except OSError as exc:
-            written = f"; written already: {', '.join(map(str, done))}" if done else ""
-            raise InvalidInputError(
-                f"{target} cannot be written ({exc.strerror}){written or '; nothing was written'}"
-            ) from exc
-        done.append(target)
+    return json_text(path, data)
 
 
 def shipped_agents() -> dict[str, str]:
@@ -378,26 +246,19 @@ def cmd_setup(args: argparse.Namespace) -> int:
             "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
         }
     )
+    if args.client == "codex" and (args.agents or args.force):
+        raise InvalidInputError(
+            "--agents writes Claude Code subagents: run setup claude-code --agents for them"
+        )
     found = project_space(project)
     space = chosen.space if args.space else found.name
     read = list(chosen.read_spaces)
     entry = server_entry(space, read, _storage(args))
-    writes: list[tuple[Path, str]] = []  # everything is checked before the first write
-    states: dict[str, str] = {}
-    commands = hook_commands(space if args.space else None, read)
-    if args.hooks:
-        hooks_file = project / SETTINGS_FILE
-        settings_text, states = merged_settings_json(hooks_file, commands)
-        if any(state != "already there" for state in states.values()):
-            writes.append((hooks_file, settings_text))
-    mcp = project / MCP_FILE
-    text = merged_mcp_json(mcp, SERVER_NAME, entry)
-    mcp_current = mcp.exists() and mcp.read_text(encoding="utf-8") == text
-    if not mcp_current:
-        writes.append((mcp, text))
-    write_checked(writes)
-    state = "already set up" if mcp_current else "set up"
-    print(f"{MCP_FILE}: server {SERVER_NAME!r} {state} (space {space!r})")
+    hook_space = space if args.space else None
+    if args.client == "codex":
+        setup_codex(entry, space, hook_space, read, hooks=args.hooks)
+    else:
+        setup_claude_code(project, entry, space, hook_space, read, args)
     print(f"project root: {found.root}" + ("" if args.space else f" (space: {found.how})"))
     if not args.space and space == folder_name_space(found.root):
         marked = marked_space(found.root)
@@ -405,10 +266,15 @@ def cmd_setup(args: argparse.Namespace) -> int:
             f"note: the space {space!r} is named after the folder alone (as setup named "
             "spaces before): another project in a folder of that name that names it too "
             "shares its memory. To give this project its own: memory-pipeline spaces "
-            f"--merge {space} {marked} --apply, then setup claude-code --space {marked}"
+            f"--merge {space} {marked} --apply, then setup {args.client} --space {marked}"
         )
-    for event, hook_state in states.items():
-        print(f"{SETTINGS_FILE}: hook {event} → {commands[event]} ({hook_state})")
+    if args.client == "codex":
+        print(
+            f"note: Codex starts the server of {codex_setup.CONFIG_FILE} in every session, "
+            f"whatever its folder: it writes to the space {space!r}. The hooks take each "
+            "session's space from its folder, as for Claude Code."
+        )
+        return 0
     if args.agents:
         done = write_agents(project / AGENTS_DIR, force=args.force)
         for verb, paths in (("wrote", done.written), ("unchanged", done.unchanged)):
@@ -422,11 +288,81 @@ def cmd_setup(args: argparse.Namespace) -> int:
             )
     print("\nThe same from Claude Code's command line:\n")
     print(entry.claude_mcp_add(SERVER_NAME))
-    print(
-        "\nFor the Codex CLI (~/.codex/config.toml, or .codex/config.toml in a trusted project):\n"
-    )
+    print("\nFor the Codex CLI: memory-pipeline setup codex [--hooks] writes it, or by hand:\n")
     print(entry.codex_toml(SERVER_NAME))
     return 0
+
+
+def _changed(path: Path, text: str) -> bool:
+    return not (path.exists() and path.read_bytes() == text.encode("utf-8"))
+
+
+def setup_claude_code(
+    project: Path,
+    entry: ServerEntry,
+    space: str,
+    hook_space: str | None,
+    read: list[str],
+    args: argparse.Namespace,
+) -> None:
+    """The server in the project's .mcp.json and, with --hooks, its hooks in
+    .claude/settings.json; everything checked before the first write."""
+    writes: list[tuple[Path, str]] = []
+    states: dict[str, str] = {}
+    commands = hook_commands(hook_space, read)
+    if args.hooks:
+        hooks_file = project / SETTINGS_FILE
+        settings_text, states = merged_settings_json(hooks_file, commands)
+        if any(state != "already there" for state in states.values()):
+            writes.append((hooks_file, settings_text))
+    mcp = project / MCP_FILE
+    text = merged_mcp_json(mcp, SERVER_NAME, entry)
+    mcp_changed = _changed(mcp, text)
+    if mcp_changed:
+        writes.append((mcp, text))
+    write_checked(writes)
+    state = "set up" if mcp_changed else "already set up"
+    print(f"{MCP_FILE}: server {SERVER_NAME!r} {state} (space {space!r})")
+    for event, hook_state in states.items():
+        hook = commands[event]
+        print(f"{SETTINGS_FILE}: hook {event} → {hook.command} ({hook.timeout} s, {hook_state})")
+
+
+def setup_codex(
+    entry: ServerEntry, space: str, hook_space: str | None, read: list[str], *, hooks: bool
+) -> None:
+    """The server in ``$CODEX_HOME/config.toml`` and, with ``hooks``, the hooks in its
+    hooks.json, trusted in config.toml; everything checked before the first write."""
+    home = codex_setup.codex_home(os.environ)
+    config = home / codex_setup.CONFIG_FILE
+    plan = None
+    commands = hook_commands(hook_space, read, capture_on=codex_setup.CAPTURE_EVENTS)
+    writes: list[tuple[Path, str]] = []
+    if hooks:
+        hooks_file = home / codex_setup.HOOKS_FILE
+        # Codex names its hooks by its home's real path (a linked ~/.codex is resolved).
+        key_file = home.resolve() / codex_setup.HOOKS_FILE
+        plan = codex_setup.merged_hooks_json(hooks_file, key_file, commands)
+        if _changed(hooks_file, plan.text):
+            writes.append((hooks_file, plan.text))
+    text = codex_setup.merged_config_toml(config, SERVER_NAME, entry.codex_table(), plan)
+    config_changed = _changed(config, text)
+    if config_changed:
+        writes.append((config, text))
+    write_checked(writes)
+    state = "set up" if config_changed else "already set up"
+    print(f"{config}: server {SERVER_NAME!r} {state} (space {space!r})")
+    if plan is None:
+        return
+    for event, hook_state in plan.states.items():
+        hook = commands[event]
+        print(f"{hooks_file}: hook {event} → {hook.command} ({hook.timeout} s, {hook_state})")
+    print(f"{config}: the {len(plan.trusted)} hooks above trusted (Codex skips a hook until it is)")
+    if plan.moved:
+        print(
+            f"{config}: the trust of {len(plan.moved)} other hooks moved with them "
+            "(an earlier hook of this tool before them was taken out)"
+        )
 
 
 def register(
@@ -437,14 +373,23 @@ def register(
     p = sub.add_parser(
         "setup",
         parents=parents,
-        help="register the memory server in this project (.mcp.json, optional subagents)",
-        description="Add the memory server to this folder's .mcp.json (other servers are "
-        "kept) and print the same as a `claude mcp add` line and a Codex config.toml block. "
+        help="register the memory server for Claude Code (this project's .mcp.json) or Codex "
+        "(its config.toml), optionally with hooks",
+        description="claude-code: add the memory server to this folder's .mcp.json (other "
+        "servers are kept) and print the same as a `claude mcp add` line and a Codex "
+        "config.toml block. codex: write the server into $CODEX_HOME/config.toml (~/.codex "
+        "by default; every other setting, table and comment is kept) and, with --hooks, "
+        "Codex's hooks into hooks.json beside it, trusted in config.toml. "
         "The space defaults to the one this project's .mcp.json names, else its repository "
-        "root's name and a mark of the root's path (printed); storage is written only when given as "
-        "--db / --index / --database-url.",
+        "root's name and a mark of the root's path (printed); storage is written only when "
+        "given as --db / --index / --database-url. A second run changes nothing; a file "
+        "that could not be kept as written is refused and nothing is written.",
     )
-    p.add_argument("client", choices=CLIENTS, help="the agent to set up")
+    p.add_argument(
+        "client",
+        choices=CLIENTS,
+        help="the agent to set up: claude-code (this project) or codex (the user's Codex CLI)",
+    )
     p.add_argument(
         "--agents",
         action="store_true",
@@ -453,8 +398,10 @@ def register(
     p.add_argument(
         "--hooks",
         action="store_true",
-        help=f"also add Claude Code hooks to {SETTINGS_FILE}: capture each session as it "
-        "ends or is compacted, recall at its start (other hooks are kept)",
+        help=f"also add hooks (other hooks are kept): for claude-code to {SETTINGS_FILE}, "
+        "capturing each session as it ends or is compacted; for codex to "
+        f"$CODEX_HOME/{codex_setup.HOOKS_FILE}, capturing the session after every turn; for "
+        "both, recall at a session's start and with every prompt",
     )
     p.add_argument(
         "--force",

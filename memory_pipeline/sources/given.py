@@ -50,6 +50,15 @@ def given_config(
     return SourcesConfig(file=state_path, roots=roots, state_path=state_path)
 
 
+def session_kind(path: Path) -> SourceKind:
+    """The source of a captured session log: a Codex CLI rollout by its name
+    (``rollout-<time>-<id>.jsonl``, the Codex kind's own pattern), else Claude Code's."""
+    name = Path(path).name
+    if name.startswith("rollout-") and name.endswith(".jsonl"):
+        return SourceKind.CODEX
+    return SourceKind.CLAUDE_CODE
+
+
 def store_files(
     target: SyncTarget, config: SourcesConfig, files: Sequence[Path], ledger: Ledger
 ) -> SyncReport:

@@ -156,7 +156,11 @@ def test_workers_killed_at_random_lose_nothing_and_drain_catches_up(tmp_path: Pa
 BAD_PAYLOADS = {
     "not JSON": ("{not json", 1, "not JSON"),
     "a JSON list": ("[1, 2]", 1, "not a JSON object"),
-    "another event": (json.dumps({"hook_event_name": "Stop", "transcript_path": "/x"}), 0, ""),
+    "another event": (
+        json.dumps({"hook_event_name": "UserPromptSubmit", "transcript_path": "/x"}),
+        0,
+        "",
+    ),
     "no transcript": (json.dumps({"hook_event_name": "SessionEnd", "session_id": "s"}), 0, ""),
     "empty input": ("", 1, "not JSON"),
 }

@@ -320,26 +320,28 @@ def test_hooks_are_merged_beside_the_users_own_and_a_rerun_adds_nothing(
     if not Path(cli).is_file():  # a checkout without the console script
         cli = shlex.join([server_command()[0], "-m", "memory_pipeline.cli"])
     ours = {
-        event: {"hooks": [{"type": "command", "command": f"{cli} {words}", "timeout": 30}]}
-        for event, words in (
-            ("SessionEnd", "capture"),
-            ("PreCompact", "capture"),
-            ("SessionStart", "recall --hook"),
+        event: {"hooks": [{"type": "command", "command": f"{cli} {words}", "timeout": timeout}]}
+        for event, words, timeout in (
+            ("SessionEnd", "capture", 5),
+            ("PreCompact", "capture", 5),
+            ("SessionStart", "recall --hook", 10),
+            ("UserPromptSubmit", "recall --prompt", 5),
         )
     }
     assert hooks_of(project) == {
         "SessionEnd": [{"hooks": [theirs]}, ours["SessionEnd"]],
         "Stop": [{"hooks": [theirs]}],
         "SessionStart": [ours["SessionStart"]],
+        "UserPromptSubmit": [ours["UserPromptSubmit"]],
         "PreCompact": [ours["PreCompact"]],
     }
     assert json.loads(settings.read_text())["permissions"] == {"allow": ["Bash(ls)"]}
-    assert out.count("(added)") == 3 and f"hook SessionEnd → {cli} capture (added)" in out
+    assert out.count(", added)") == 4 and f"hook SessionEnd → {cli} capture (5 s, added)" in out
     before = settings.read_text()
     code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
     assert code == 0, err
     assert settings.read_text() == before
-    assert out.count("(already there)") == 3 and "(added)" not in out
+    assert out.count(", already there)") == 4 and "added)" not in out
 
 
 def test_hooks_carry_a_chosen_space(
@@ -360,6 +362,8 @@ def test_the_recall_hook_reads_the_spaces_the_server_reads(
     assert code == 0, err
     [start] = hooks_of(tmp_path / "proj")["SessionStart"]
     assert start["hooks"][0]["command"].endswith(" recall --hook --read-space shared")
+    [prompt] = hooks_of(tmp_path / "proj")["UserPromptSubmit"]
+    assert prompt["hooks"][0]["command"].endswith(" recall --prompt --read-space shared")
     [end] = hooks_of(tmp_path / "proj")["SessionEnd"]
     assert end["hooks"][0]["command"].endswith(" capture")  # capture writes its own space only
 

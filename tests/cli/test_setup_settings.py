@@ -130,8 +130,8 @@ def test_a_second_setup_with_other_flags_replaces_its_hooks(
     code, out, err = setup_in(project, monkeypatch, capsys, "--hooks", "--space", "two")
     assert code == 0, err
     now = hook_commands("two")
-    assert ours(project) == {event: [command] for event, command in now.items()}
-    assert out.count("(replaced an earlier one)") == 3
+    assert ours(project) == {event: [hook.command] for event, hook in now.items()}
+    assert out.count(", replaced an earlier one)") == 4
 
 
 def test_hooks_of_another_install_are_replaced_and_the_users_own_kept(
@@ -167,8 +167,34 @@ def test_hooks_of_another_install_are_replaced_and_the_users_own_kept(
     code, _, err = setup_in(project, monkeypatch, capsys, "--hooks")
     assert code == 0, err
     now = hook_commands(None)
-    assert ours(project) == {event: [command] for event, command in now.items()}
+    assert ours(project) == {event: [hook.command] for event, hook in now.items()}
     hooks = hooks_of(project)
     assert theirs in [h for g in hooks["SessionEnd"] for h in g["hooks"]]
     assert all(g["hooks"] for groups in hooks.values() for g in groups)  # no empty group left
     assert os.listdir(settings.parent) == ["settings.json"]
+
+
+def test_a_hook_of_an_older_timeout_is_replaced_by_one_with_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    settings = settings_of(project)
+    now = hook_commands(None)
+    older = {
+        event: [{"hooks": [{"type": "command", "command": hook.command, "timeout": 30}]}]
+        for event, hook in now.items()
+        if event != "UserPromptSubmit"  # an install from before prompt recall
+    }
+    settings.write_text(json.dumps({"hooks": older}))
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert code == 0, err
+    assert hooks_of(project) == {
+        event: [{"hooks": [{"type": "command", "command": hook.command, "timeout": hook.timeout}]}]
+        for event, hook in now.items()
+    }
+    assert {hook.timeout for hook in now.values()} == {5, 10}
+    assert out.count(", replaced an earlier one)") == 3 and out.count(", added)") == 1
+    before = settings.read_bytes()
+    code, out, err = setup_in(project, monkeypatch, capsys, "--hooks")
+    assert (code, settings.read_bytes()) == (0, before), err
+    assert out.count(", already there)") == 4
