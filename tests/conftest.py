@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import uuid
@@ -108,6 +110,28 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prompt_helpers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The helpers ``recall --prompt`` starts (a hook, or a session started through hooks
+    ``setup`` installed) keep their sockets in this run's own runtime folder, and every
+    one still running when the run ends is stopped: none outlives the tests."""
+    folder = tmp_path_factory.mktemp("runtime")
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(folder)
+    yield
+    if before is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = before
+    from memory_pipeline.cli.prompt_hook import helper_starting
+
+    for lock in folder.glob("memory-pipeline/*.lock"):
+        pid = lock.read_text().strip()
+        if pid.isdigit() and helper_starting(lock):  # held: the pid is the helper's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
 
 
 @pytest.fixture(autouse=True)

@@ -143,14 +143,15 @@ def cli_command(*words: str) -> str:
 def hook_commands(
     space: str | None, read_spaces: Iterable[str] = (), capture_on: Iterable[str] = CAPTURE_EVENTS
 ) -> dict[str, Hook]:
-    """Hook event → the hook it runs: recall at a session's start and with every prompt,
+    """Hook event → the hook it runs: recall at a session's start (starting the helper that
+    answers prompts, so the first one finds it loaded) and with every prompt,
     capture on each of ``capture_on`` (Claude Code: as a session ends or before it is
     compacted). ``space`` when setup was given one; recall also reads ``read_spaces``, as
     the server does."""
     chosen = ["--space", space] if space else []
     reads = [w for s in read_spaces if s != space for w in ("--read-space", s)]
     commands = {
-        "SessionStart": cli_command("recall", "--hook", *chosen, *reads),
+        "SessionStart": cli_command("recall", "--hook", "--start-prompt-helper", *chosen, *reads),
         "UserPromptSubmit": cli_command("recall", "--prompt", *chosen, *reads),
         **{event: cli_command("capture", *chosen) for event in capture_on},
     }

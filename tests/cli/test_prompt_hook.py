@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_pipeline.cli.prompt_hook import helper_paths
+from memory_pipeline.cli.prompt_hook import helper_paths, helper_starting
 from tests.conftest import CONSOLE_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,7 +216,7 @@ def helper_env(memory: Path) -> Iterator[dict[str, str]]:
     sock, lock = helper_paths(env)
     yield env
     pid = lock.read_text().strip() if lock.exists() else ""
-    if pid.isdigit():
+    if pid.isdigit() and helper_starting(lock):  # held: the pid is the helper's
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGTERM)
     _wait(lambda: not sock.exists(), 30)

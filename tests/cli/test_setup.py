@@ -324,7 +324,7 @@ def test_hooks_are_merged_beside_the_users_own_and_a_rerun_adds_nothing(
         for event, words, timeout in (
             ("SessionEnd", "capture", 5),
             ("PreCompact", "capture", 5),
-            ("SessionStart", "recall --hook", 10),
+            ("SessionStart", "recall --hook --start-prompt-helper", 10),
             ("UserPromptSubmit", "recall --prompt", 5),
         )
     }
@@ -361,7 +361,9 @@ def test_the_recall_hook_reads_the_spaces_the_server_reads(
     )
     assert code == 0, err
     [start] = hooks_of(tmp_path / "proj")["SessionStart"]
-    assert start["hooks"][0]["command"].endswith(" recall --hook --read-space shared")
+    assert start["hooks"][0]["command"].endswith(
+        " recall --hook --start-prompt-helper --read-space shared"
+    )
     [prompt] = hooks_of(tmp_path / "proj")["UserPromptSubmit"]
     assert prompt["hooks"][0]["command"].endswith(" recall --prompt --read-space shared")
     [end] = hooks_of(tmp_path / "proj")["SessionEnd"]
