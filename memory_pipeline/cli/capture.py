@@ -128,11 +128,17 @@ def hook(
 
 
 def start_worker(folder: Path, env: Mapping[str, str]) -> None:
-    """``capture --drain`` in its own session, away from the hook's pipes (Claude Code
-    waits for the hook's output to close, not for the worker), with ``env``."""
+    """``capture --drain`` in its own session, with ``env`` (``start_detached``)."""
+    start_detached(WORKER, folder, env)
+
+
+def start_detached(args: Sequence[str], folder: Path, env: Mapping[str, str]) -> None:
+    """This interpreter with ``args``, in its own session, away from the hook's pipes
+    (Claude Code waits for the hook's output to close, not for what it started), its
+    output in the log of the spool ``folder``, with ``env``."""
     with open(folder / spool.LOG_NAME, "a", encoding="utf-8") as log:
         subprocess.Popen(
-            [sys.executable, *WORKER],
+            [sys.executable, *args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

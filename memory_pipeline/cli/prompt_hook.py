@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memory_pipeline import spool
+from memory_pipeline.cli.capture import hook_space, start_detached
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.locations import capture_dir, db_from_env
 
@@ -139,16 +139,7 @@ def start_helper(env: Mapping[str, str]) -> bool:
         return False
     folder = capture_dir(db_from_env(env))
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / spool.LOG_NAME, "a", encoding="utf-8") as log:
-        subprocess.Popen(
-            [sys.executable, *HELPER],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-            env=dict(env),
-        )
+    start_detached(HELPER, folder, env)
     return True
 
 
@@ -169,7 +160,6 @@ def request_of(
 
 def hook(stdin: IO[str], env: Mapping[str, str], space: str | None, reads: Sequence[str]) -> int:
     """Answer one ``UserPromptSubmit`` payload: the helper's output on stdout, or nothing."""
-    from memory_pipeline.cli.capture import hook_space
     from memory_pipeline.memory.prompt_recall import skip_reason
 
     if switched_off(env):

@@ -63,6 +63,18 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def _read_text(path: Path) -> str:
+    """``path``'s UTF-8 text, through a symlink; one that cannot be read is refused."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"{path} cannot be read ({exc.strerror}); {LEFT}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text (byte {exc.start}); {LEFT}") from exc
+
+
 def read_object(path: Path) -> dict[str, Any]:
     """``path``'s JSON object ({} when absent or blank), through a symlink; a file that
     is not one, or that could not be written back as it was written (a number out of
@@ -71,14 +83,7 @@ def read_object(path: Path) -> dict[str, Any]:
     writes before the first is written."""
     if not path.exists():
         return {}
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"{path} cannot be read ({exc.strerror}); {LEFT}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text (byte {exc.start}); {LEFT}") from exc
+    text = _read_text(path)
     try:
         data = (
             json.loads(
@@ -116,14 +121,7 @@ def read_toml(path: Path) -> tomlkit.TOMLDocument:
     TOML, or that could not be written back byte for byte, is refused and left as it was."""
     if not path.exists():
         return tomlkit.document()
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"{path} cannot be read ({exc.strerror}); {LEFT}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text (byte {exc.start}); {LEFT}") from exc
+    text = _read_text(path)
     try:
         tomllib.loads(text)  # the strict reader: what tomlkit lets pass, Codex may not
         doc = tomlkit.parse(text)
