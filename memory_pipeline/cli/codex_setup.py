@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,15 +83,18 @@ def hook_key(hooks_file: Path, place: Place) -> str:
     return f"{hooks_file}:{event_label(event)}:{group}:{handler}"
 
 
-def _places(hooks: Mapping[str, Any], events: Iterable[str]) -> dict[int, Place]:
-    """Where each hook object of ``events`` sits (by identity)."""
-    found = {}
+def _handlers(hooks: Mapping[str, Any], events: Iterable[str]) -> Iterator[tuple[Place, Any, Any]]:
+    """Each handler of ``events``: its place, its group and itself."""
     for event in events:
         for g, group in enumerate(hooks.get(event, [])):
             inner = group.get("hooks") if isinstance(group, dict) else None
             for h, hook in enumerate(inner if isinstance(inner, list) else []):
-                found[id(hook)] = (event, g, h)
-    return found
+                yield (event, g, h), group, hook
+
+
+def _places(hooks: Mapping[str, Any], events: Iterable[str]) -> dict[int, Place]:
+    """Where each hook object of ``events`` sits (by identity)."""
+    return {id(hook): place for place, _, hook in _handlers(hooks, events)}
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,13 @@ def merged_hooks_json(path: Path, key_file: Path, wanted: Mapping[str, Hook]) ->
     states = merge_hooks(data, wanted, path)
     hooks = data["hooks"]
     trusted, ours = {}, set()
-    for event, hook in wanted.items():
-        entry = hook.to_json()
-        for g, group in enumerate(hooks[event]):
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            for h, item in enumerate(inner if isinstance(inner, list) else []):
-                if item == entry:
-                    ours.add(id(item))
-                    matcher = group.get("matcher")
-                    matcher = matcher if isinstance(matcher, str) else None
-                    trusted[hook_key(key_file, (event, g, h))] = trust_hash(event, hook, matcher)
+    for place, group, item in _handlers(hooks, wanted):
+        hook = wanted[place[0]]
+        if item == hook.to_json():
+            ours.add(id(item))
+            matcher = group.get("matcher")
+            matcher = matcher if isinstance(matcher, str) else None
+            trusted[hook_key(key_file, place)] = trust_hash(place[0], hook, matcher)
     moved = {
         hook_key(key_file, before[i]): hook_key(key_file, place)
         for i, place in _places(hooks, wanted).items()

@@ -324,9 +324,14 @@ def setup_claude_code(
     write_checked(writes)
     state = "set up" if mcp_changed else "already set up"
     print(f"{MCP_FILE}: server {SERVER_NAME!r} {state} (space {space!r})")
-    for event, hook_state in states.items():
+    _print_hooks(SETTINGS_FILE, commands, states)
+
+
+def _print_hooks(where: Path, commands: Mapping[str, Hook], states: Mapping[str, str]) -> None:
+    """One line per hook setup wrote to ``where``: its command, timeout and state."""
+    for event, state in states.items():
         hook = commands[event]
-        print(f"{SETTINGS_FILE}: hook {event} → {hook.command} ({hook.timeout} s, {hook_state})")
+        print(f"{where}: hook {event} → {hook.command} ({hook.timeout} s, {state})")
 
 
 def setup_codex(
@@ -355,9 +360,7 @@ def setup_codex(
     print(f"{config}: server {SERVER_NAME!r} {state} (space {space!r})")
     if plan is None:
         return
-    for event, hook_state in plan.states.items():
-        hook = commands[event]
-        print(f"{hooks_file}: hook {event} → {hook.command} ({hook.timeout} s, {hook_state})")
+    _print_hooks(hooks_file, commands, plan.states)
     print(f"{config}: the {len(plan.trusted)} hooks above trusted (Codex skips a hook until it is)")
     if plan.moved:
         print(
