@@ -31,7 +31,7 @@ from memory_pipeline.cli import setup as setup_cli
 from memory_pipeline.cli import sources as sources_cli
 from memory_pipeline.cli import spaces as spaces_cli
 from memory_pipeline.cli import ui as ui_cli
-from memory_pipeline.cli.flags import iso_day, setting, shown, storage_flags
+from memory_pipeline.cli.flags import given_storage, iso_day, setting, shown, storage_flags
 from memory_pipeline.cli.output import VisibleControls, visible
 from memory_pipeline.config import Settings
 from memory_pipeline.errors import MemoryPipelineError
@@ -60,17 +60,8 @@ SAMPLE_QUERIES = (
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    flags = {
-        "db_path": ("--db", Path(args.db) if args.db else None),
-        "index_path": ("--index", Path(args.index) if args.index else None),
-        "database_url": ("--database-url", args.database_url),
-        "backend": ("--backend", args.backend),
-        "model": ("--model", args.model),
-        "space": ("--space", args.space),
-        "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
-    }
     # Only what the caller set on the command line; the rest is the environment's.
-    settings, notice = Settings.from_env().with_flags(flags).settled()
+    settings, notice = Settings.from_env().with_flags(given_storage(args)).settled()
     if notice:
         print(notice, file=sys.stderr)
     return settings

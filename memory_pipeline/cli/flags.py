@@ -118,3 +118,17 @@ def storage_flags(
         f"(repeatable; default: {setting('read_spaces')}{_also(read_spaces_also)})",
     )
     return common
+
+
+def given_storage(args: argparse.Namespace) -> dict[str, tuple[str, object]]:
+    """What ``storage_flags`` were given, as ``Settings.with_flags`` takes them:
+    ``{field: (flag, value)}``, None for a flag not given."""
+    return {
+        "db_path": ("--db", Path(args.db) if args.db else None),
+        "index_path": ("--index", Path(args.index) if args.index else None),
+        "database_url": ("--database-url", args.database_url),
+        "backend": ("--backend", args.backend),
+        "model": ("--model", args.model),
+        "space": ("--space", args.space),
+        "read_spaces": ("--read-space", tuple(args.read_space) if args.read_space else None),
+    }

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory_pipeline.cli.flags import positive_int
+from memory_pipeline.cli.flags import given_storage, positive_int
 from memory_pipeline.config import Settings, variable
 from memory_pipeline.errors import InvalidInputError
 from memory_pipeline.spaces import project_space
@@ -123,15 +123,14 @@ def _catch_up(settings: Settings) -> str:
 
 
 def _storage_flags(args: argparse.Namespace) -> dict[str, str]:
-    """The storage flags given, as the variables the hook and its helper read."""
-    given = {
-        "db_path": args.db,
-        "index_path": args.index,
-        "database_url": args.database_url,
-        "backend": args.backend,
-        "model": args.model,
+    """The storage flags given, as the variables the hook and its helper read (the spaces
+    go with each prompt, ``prompt_hook.request_of``)."""
+    given = given_storage(args)
+    return {
+        variable(field): str(value)
+        for field, (_, value) in given.items()
+        if value is not None and field not in ("space", "read_spaces")
     }
-    return {variable(k): str(v) for k, v in given.items() if v}
 
 
 def _start_prompt_helper(settings: Settings, env: dict[str, str]) -> None:
