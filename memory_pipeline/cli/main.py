@@ -2,10 +2,11 @@
 
 ``capture`` and ``recall --prompt`` run as Claude Code hooks and must return in
 milliseconds, so they are handed to ``cli/capture.py`` and ``cli/prompt_hook.py`` before
-anything heavy is imported: this module imports only the standard library. ``serve``, which an agent spawns and then waits for, goes straight to
-the server's entry point (``serving.__main__``, whose parser ``serve`` shows), without
-the parsers and modules of every other command (0.1 s). Every other command goes to
-``cli/commands.py`` (the parser, the settings, the store). The names defined there (``build_parser``, ``READER_GONE``, …)
+anything heavy is imported: this module imports only the standard library. ``serve``,
+which an agent spawns and then waits for, goes straight to the server's entry point
+(``serving.__main__``, whose parser ``serve`` shows), without the parsers and modules of
+every other command (0.1 s). Every other command goes to ``cli/commands.py`` (the parser,
+the settings, the store). The names defined there (``build_parser``, ``READER_GONE``, …)
 are reachable from here as well, imported when first asked for.
 """
 
