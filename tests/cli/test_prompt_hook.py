@@ -11,6 +11,7 @@ floors are set between them (``FLOOR``, ``BM25_FLOOR``). Most tests search in th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -240,13 +241,17 @@ def test_the_helper_exits_when_idle_and_a_second_one_does_not_start(
     memory: Path, helper_env: dict[str, str]
 ) -> None:
     env = {**helper_env, "HYBRID_RAG_PROMPT_RECALL_IDLE": "2"}
-    sock, _ = helper_paths(env)
+    sock, lock = helper_paths(env)
     serve = [sys.executable, "-c", CONSOLE_SCRIPT, "recall", "--serve-prompts"]
+    with open(lock, "a") as held:  # held as a running helper holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        again = subprocess.run(serve, env=env, cwd=memory, timeout=60, check=False)
+        assert again.returncode == 0 and not sock.exists()  # it left at once
     first = subprocess.Popen(serve, env=env, cwd=memory)
-    assert _wait(sock.exists)
-    again = subprocess.run(serve, env=env, cwd=memory, timeout=60, check=False)
-    assert again.returncode == 0 and first.poll() is None  # the lock is held: it left at once
-    assert first.wait(timeout=60) == 0  # then the first one, idle
+    assert first.wait(timeout=60) == 0  # it served, then went idle and left
+    log = _log(memory)
+    assert f"listening (pid {first.pid})" in log
+    assert f"[{first.pid}] recall --serve-prompts: idle, exiting" in log
     assert not sock.exists()
 
 
