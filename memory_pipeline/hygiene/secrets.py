@@ -1,6 +1,8 @@
 """What a secret looks like, and where one is in a text (docs/hygiene.md, "Secrets").
 
-The known formats are detect-secrets' own (its plugins' ``denylist`` regexes: AWS, GitHub,
+The broadest set of known formats is gitleaks' rule set (``rule_set``: about 220 providers
+recognised by shape, each gated by its keywords), run as gitleaks runs it. Beside it are
+detect-secrets' own (its plugins' ``denylist`` regexes: AWS, GitHub,
 GitLab, Slack, Stripe, Azure, JWTs, passwords in URLs, …), read from the installed library
 so they stay as it keeps them. Written here is only what it lacks or finds too loosely for
 text that is stored for good: the newer key formats (Anthropic, OpenAI project keys, Google,
@@ -13,18 +15,22 @@ high-entropy quoted strings (its entropy rule, narrowed to base64-like strings o
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import itertools
-import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
 
+import ahocorasick
+import re2
 from detect_secrets.plugins import (
     artifactory,
     aws,
     azure_storage_key,
-    basic_auth,
     cloudant,
     discord,
     github_token,
@@ -44,6 +50,9 @@ from detect_secrets.plugins import (
     telegram_token,
     twilio,
 )
+
+from memory_pipeline.hygiene import rule_set
+from memory_pipeline.hygiene.rule_set import entropy  # detect-secrets' measure, gitleaks' too
 
 MARKER = "[secret: {kind}]"
 #: A marker as it stands in a text (a scrub cuts a line at one).
@@ -65,13 +74,32 @@ class Finding:
 @dataclass(frozen=True, slots=True)
 class Rule:
     kind: str
-    pattern: re.Pattern[str]
+    pattern: Any  # an RE2 pattern where RE2 can run it (``linear``), else Python's
     group: int = 0  # the group that holds the secret (0: the whole match)
     check: Callable[[str], bool] | None = None  # a last word on a candidate value
     priority: int = 2  # of two rules finding the same span, the higher names it
     # Lowercase words one of which every match holds: a text with none of them is not
     # searched by the pattern at all (gitleaks' keyword prefilter). Empty: always searched.
     keywords: tuple[str, ...] = ()
+    shortest: int = 8  # a shorter value is not taken
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
+
+
+def linear(pattern: re.Pattern[str]) -> Any:
+    """``pattern`` on RE2, whose time is linear in the text, where RE2 can run it (no
+    lookaround, no backreference, repeats of at most 1000); else ``pattern`` itself, which
+    must then be bounded so that Python's engine takes linear time on it too."""
+    if not isinstance(pattern, re.Pattern):
+        return pattern  # an RE2 pattern already
+    flags = "".join(f for flag, f in _FLAGS if pattern.flags & flag)
+    try:
+        return re2.compile(f"(?{flags})" * bool(flags) + pattern.pattern, _RE2_OPTIONS)
+    except re2.error:
+        return pattern
 
 
 # ------------------------------------------------------------------ detect-secrets' formats
@@ -80,7 +108,6 @@ _PLUGINS = (
     (artifactory.ArtifactoryDetector, "artifactory-token", False),
     (aws.AWSKeyDetector, "aws-key", True),
     (azure_storage_key.AzureStorageKeyDetector, "azure-storage-key", False),
-    (basic_auth.BasicAuthDetector, "url-password", True),
     (cloudant.CloudantDetector, "cloudant-key", True),
     (discord.DiscordBotTokenDetector, "discord-token", False),
     (github_token.GitHubTokenDetector, "github-token", False),
@@ -113,7 +140,6 @@ _PLUGIN_KEYWORDS: dict[type, tuple[str, ...]] = {
     artifactory.ArtifactoryDetector: ("akc", "ap"),
     aws.AWSKeyDetector: ("a3t", "abia", "acca", "akia", "asia", "aws"),
     azure_storage_key.AzureStorageKeyDetector: ("accountkey",),
-    basic_auth.BasicAuthDetector: ("://",),
     cloudant.CloudantDetector: (*_CREDENTIAL_WORDS, "cloudant"),
     github_token.GitHubTokenDetector: ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     gitlab_token.GitLabTokenDetector: ("gl", "gr1348941"),
@@ -163,7 +189,7 @@ def _library_rules() -> list[Rule]:
             elif detector is aws.AWSKeyDetector:
                 kind = "aws-access-key"
             check = _jwt_valid if detector is jwt.JwtTokenDetector else None
-            rules.append(Rule(kind, pattern, group, check, priority=3, keywords=keywords))
+            rules.append(Rule(kind, linear(pattern), group, check, 3, keywords))
     return rules
 
 
@@ -177,7 +203,7 @@ _PEM = re.compile(
     r"|(?:(?:\s|\\n|\\r)+(?:\d{1,6}(?:→|\t|:\s))?[A-Za-z0-9+/=:-]{8,})*)"
 )
 _PUTTY = re.compile(
-    r"PuTTY-User-Key-File-\d: (?:(?!PuTTY-User-Key-File)[\s\S]){0,8000}?Private-MAC: [0-9a-fA-F]+"
+    r"PuTTY-User-Key-File-\d: (?:(?!PuTTY-User-Key-File)[\s\S]){0,8000}?Private-MAC: [0-9a-fA-F]{1,128}"
 )
 
 _HAND = (
@@ -264,21 +290,61 @@ _HAND = (
     ),
     Rule("private-key", _PEM, priority=5, keywords=("begin",)),
     Rule("private-key", _PUTTY, priority=5, keywords=("putty-user-key-file",)),
+    # The whole password of a URL's userinfo, any character a URL allows in it (RFC 3986:
+    # unreserved, sub-delims, percent-encoded, even a raw ``@``: the last one ends it), with
+    # or without a user, for every scheme.
+    Rule(
+        "url-password",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/?#:@]{0,200}:([^\s/?#]{1,300})@"),
+        group=1,
+        priority=3,
+        keywords=("://",),
+        shortest=3,
+    ),
+    Rule(
+        "basic-auth",
+        re.compile(
+            r"(?i)\bauthorization[\"']?\s{0,5}[:=]\s{0,5}[\"']?basic\s{1,5}([A-Za-z0-9+/]{8,500}={0,2})"
+        ),
+        group=1,
+        priority=3,
+        keywords=("basic",),
+    ),
+    # a secret said in prose: "the password is …", "token: …", "my API key was …"
+    Rule(
+        "secret",
+        re.compile(
+            r"(?i)\b(?:secret|password|passwd|passphrase|token|api[ _-]?key|access[ _-]?key)s?"
+            r"(?:\s{1,3}(?:is|was|are|were|reads|=|:)){1,2}\s{1,3}[`'\"]?"
+            r"([A-Za-z0-9+/=_.~!@#$%^&*-]{12,200}?)[`'\"]?(?:[.,;:)]?(?:\s|$))"
+        ),
+        group=1,
+        check=lambda v: (
+            _classes(v) >= 2 and entropy(v) >= 3.0 and not _identifier(v) and not digest_like(v)
+        ),
+        priority=1,
+        keywords=("secret", "password", "passwd", "passphrase", "token", "key"),
+    ),
     Rule(
         "bearer-token",
         re.compile(r"\b[Bb]earer\s+([A-Za-z0-9._~+/-]{16,}=*)"),
         group=1,
         check=lambda v: _classes(v) >= 2,
-        priority=1,
+        priority=3,
         keywords=("bearer",),
     ),
 )
 
 
 # ---------------------------------------------- KEY=value, by what the name says it holds
-def _words(name: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return [w.lower() for w in re.split(r"[\s_.\-]+", spaced) if w]
+_HUMP_EDGE = re.compile(r"([a-z0-9])([A-Z])")
+_NAME_SEPARATORS = re.compile(r"[\s_.\-]+")
+
+
+@functools.lru_cache(maxsize=4096)  # names repeat: API_TOKEN, password, secret_key, …
+def _words(name: str) -> tuple[str, ...]:
+    spaced = _HUMP_EDGE.sub(r"\1 \2", name)
+    return tuple(w.lower() for w in _NAME_SEPARATORS.split(spaced) if w)
 
 
 # a name's word → the kind, the shortest value taken, and whether it must look random
@@ -405,8 +471,9 @@ def _sequence_run(value: str, length: int = 5) -> bool:
 
 _PLACEHOLDER = re.compile(
     r"^(?:x+|\*+|\.+|-+|changeme|change_me|secret|password|passw0rd|token|none|null|nil|"
-    r"true|false|undefined|example\w*|dummy\w*|placeholder\w*|your[\w-]*|my[\w-]*|test|"
-    r"redacted|hidden|todo|tbd|foo|bar|baz|\w*here"
+    # words, not a token that happens to start so: my_password, example_key, put-it-here
+    r"true|false|undefined|example[a-z_]*|dummy[a-z_]*|placeholder[a-z_]*|your[a-z_-]*|"
+    r"my[a-z_-]*|test|redacted|hidden|todo|tbd|foo|bar|baz|[a-z_-]*here"
     # a value to fill in: <password>, {password}, ${DB_PASSWORD}, %(password)s, {{ token }}
     r"|<[^<>]*>|\$?\{+[^{}]*\}+|%\([^()]*\)s)$",
     re.IGNORECASE,
@@ -415,26 +482,153 @@ _DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 _ASSIGN = re.compile(
     # quotes may come escaped: a tool's input or output quoted as a JSON string
     r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{1,60})(?:\\?["'])?\s{0,40}(?::=|=>|=|:)[ \t]{0,40}"""
-    r"""(?P<q>\\?["'`]|)(?P<value>(?:[^\s"'`,;\\]|\\(?![nrt"'\\])){1,500})(?P=q)"""
+    # the value: runs of plain characters (one tight loop each), joined by backslashes
+    # that escape nothing of JSON's, at most 500 characters (cut after the match)
+    r"""(?P<q>\\?["'`]|)(?P<value>[^\s"'`,;\\]{1,500}(?:\\(?![nrt"'\\])[^\s"'`,;\\]{0,500}){0,16})"""
+    r"""(?P=q)"""
 )
 
 
 def _classes(value: str) -> int:
-    return sum(
-        (
-            any(c.islower() for c in value),
-            any(c.isupper() for c in value),
-            any(c.isdigit() for c in value),
-            any(not c.isalnum() for c in value),
-        )
+    """How many of lowercase, uppercase, digits and other characters ``value`` holds."""
+    return (
+        (value.upper() != value)
+        + (value.lower() != value)
+        + any(map(str.isdigit, value))
+        + (not value.isalnum() and bool(value))
     )
 
 
-def entropy(value: str) -> float:
-    """Shannon entropy in bits per character (detect-secrets' measure for its entropy rule)."""
-    counts = Counter(value)
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
+# What a value of ordinary text is, whatever a name beside it says: an integrity hash
+# (``sha512-…`` of a lockfile, an HTML ``integrity`` attribute), a UUID, a hex digest of a
+# known length (MD5, SHA-1, SHA-256, SHA-512: a git commit, a cache key), an image's data.
+_DIGEST = re.compile(
+    r"sha(?:1|256|384|512)-[A-Za-z0-9+/]{20,}={0,2}"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128}|[0-9A-F]{40}|[0-9A-F]{64}"
+    r"|data:image/[a-z+.-]{1,20};base64,[A-Za-z0-9+/=]*"
+)
+# Words in a name that make even a digest-shaped value a secret (``api_key = <hex32>``)
+_SECRET_NAME_WORDS = frozenset(
+    [
+        "api",
+        "apikey",
+        "access",
+        "private",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "auth",
+        "client",
+        "token",
+        "credential",
+        "credentials",
+        "signing",
+        "master",
+    ]
+)
+
+
+def digest_like(value: str, name: str = "") -> bool:
+    """Whether ``value`` is a hash, an id or an image rather than a secret (``name``: what
+    it is assigned to; a name that says secret takes even a digest-shaped value)."""
+    if value.startswith(("sha1-", "sha256-", "sha384-", "sha512-", "data:image/")):
+        return _DIGEST.fullmatch(value) is not None
+    return _DIGEST.fullmatch(value) is not None and _SECRET_NAME_WORDS.isdisjoint(_words(name))
+
+
+def _named_secret(named: str, value: str) -> bool:
+    """Whether gitleaks' catch-all rule found a secret: ``named`` (its match up to the value:
+    a name, an operator, a quote) does not say the value is something else, and the value
+    is not a word of code, a hash or an id."""
+    name = re.split(r"[^\w.-]", named.strip(), maxsplit=1)[0]
+    words = _words(name)
+    return not (
+        (words and words[-1] in _NOT_SECRET_WORDS) or _identifier(value) or digest_like(value, name)
+    )
+
+
+_LETTER_DIGIT = re.compile(r"(?=[A-Za-z][0-9]|[0-9][A-Za-z])")
+
+
+def _mixes(value: str) -> int:
+    """How many times ``value`` turns from a letter to a digit or back."""
+    return len(_LETTER_DIGIT.findall(value))
+
+
+_TOKEN_PARTS = re.compile(r"[/._+=-]+")
+# a run of token characters, whole: a token no name or prefix tells stands alone
+_TOKEN_RUN = re2.compile(r"[A-Za-z0-9_+/=.-]{16,}", _RE2_OPTIONS)
+_WORDISH = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z]{2,}[a-z]?")
+_HUMPS = re.compile(r"(?:[A-Z][a-z]+[0-9]*)+")
+_TOKEN_LONGEST = 256  # longer runs are data (an image, a blob), not a token
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _encoded_text(value: str) -> bool:
+    """Whether ``value`` is base64 of text (a test's fixture, a MIME part, a data file), read
+    from any of the four places a line cut from a longer block may start: a secret drawn at
+    random decodes to bytes, not to words."""
+    if not _BASE64.fullmatch(value):
+        return False
+    body = value.rstrip("=")
+    for skip in range(4):
+        part = body[skip:]
+        try:
+            text = base64.b64decode(part[: len(part) // 4 * 4]).decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if text and sum(c.isprintable() or c in "\t\r\n" for c in text) >= 0.95 * len(text):
+            return True
+    return False
+
+
+def random_token(value: str) -> bool:
+    """Whether ``value``, standing alone, is a token drawn at random: 16 characters or more
+    (at most ``_TOKEN_LONGEST``), letters and digits mixed many times over within one part
+    (a word with a number, a gene, a version or a file name mixes them once or twice a
+    part), not hex alone (a hash, an id), high entropy, and not a word of code or a hash of
+    a known kind."""
+    if not 16 <= len(value) <= _TOKEN_LONGEST or _HEX.match(value) or value.isdigit():
+        return False
+    if value.lstrip("-+").startswith(("0x", "0X")) or _encoded_text(value):
+        return False  # a hex literal (0x1.921fb54442d18p+1), text in base64
+    parts = [p for p in _TOKEN_PARTS.split(value) if p]
+    if not parts or (len(parts) > 1 and any(_WORDISH.fullmatch(p) for p in parts)):
+        return False  # a path, a domain, a file name: words between the separators
+    if all(_HUMPS.fullmatch(p) for p in parts):
+        return False  # capitalised words with numbers: Gln356Pro871Glu1038, Python311Build
+    mixed = max(_mixes(p) - 0.2 * len(p) for p in parts)
+    return (
+        mixed >= 0
+        and max(_mixes(p) for p in parts) >= 4
+        and sum(c.isdigit() for c in value) >= 3
+        and sum(c.isalpha() for c in value) >= 4
+        and entropy(value) >= 3.5
+        and not _identifier(value)
+        and not digest_like(value)
+        and not _sequence_run(value)
+    )
+
+
+def _random_tokens(text: str) -> Iterable[Finding]:
+    """Tokens drawn at random that stand alone in ``text`` (not a part of a path or a URL)."""
+    for match in _TOKEN_RUN.finditer(text):
+        start, end = match.span()
+        while end > start and text[end - 1] in ".-":
+            end -= 1  # the end of a sentence, a dash after a word
+        if start and text[start - 1] in "/\\@:%&?#":
+            continue
+        if random_token(text[start:end]):
+            yield Finding("random-token", start, end)
+
+
+_EXPRESSION_MARK = re.compile(r"[()\[\]{}<>$%]")
 
 
 def _assigned_kind(name: str, value: str) -> str | None:
@@ -447,11 +641,12 @@ def _assigned_kind(name: str, value: str) -> str | None:
     kind, shortest, random = said
     if (
         len(value) < shortest
+        or digest_like(value, name)
         or _PLACEHOLDER.match(value)
         or MARKER_RE.search(value)
-        or any(c in value for c in "()[]{}<>$%")
+        or _EXPRESSION_MARK.search(value)
         or _DOTTED.match(value)
-        or _identifier(value)
+        or (_identifier(value) and _mixes(value) < 3)
         or value.startswith(("/", "./", "~/", "http://", "https://"))
         or _classes(value) < 2
         or (random and entropy(value) < 3.0)
@@ -468,6 +663,7 @@ ENTROPY_LIMIT = 4.5  # detect-secrets' default for base64 strings
 def _high_entropy(value: str) -> bool:
     return (
         not _HEX.match(value)
+        and not digest_like(value)
         and _classes(value) >= 3
         and entropy(value) > ENTROPY_LIMIT
         and not _identifier(value)  # a model's or a package's name: org/Name-Parts-14B
@@ -476,7 +672,14 @@ def _high_entropy(value: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- finding
-_RULES: tuple[Rule, ...] = (*_library_rules(), *_HAND)
+_RULES: tuple[Rule, ...] = tuple(
+    replace(rule, pattern=linear(rule.pattern)) for rule in (*_library_rules(), *_HAND)
+)
+_GITLEAKS = rule_set.gitleaks()
+# gitleaks' catch-all rule judges by a name, as the assignment rule below does: it names
+# what it finds only where that rule does not, and takes no hash or id (``digest_like``)
+_GENERIC = "generic-api-key"
+_PRIORITY = {_GENERIC: 0}
 _STRIP = " \t\r\n\"'=:"
 
 
@@ -488,12 +691,16 @@ _NAME_HINT = re.compile(
 )
 _NAME_LONGEST = 61
 # Every keyword, each looked for once in a text.
-_KEYWORDS = frozenset(word for rule in _RULES for word in rule.keywords) | set(_NAME_KEYWORDS)
+_KEYWORDS = (
+    frozenset(word for rule in _RULES for word in rule.keywords)
+    | set(_NAME_KEYWORDS)
+    | _GITLEAKS.keywords
+)
+_KEYWORD_SEARCH = rule_set.Words(sorted(_KEYWORDS))
 
 
-def _candidates(text: str) -> Iterable[tuple[Finding, int]]:
-    lowered = text.lower()
-    present = {word for word in _KEYWORDS if word in lowered}
+def _by_shape(text: str, present: set[str]) -> Iterator[tuple[Finding, int]]:
+    """What the rules written here and detect-secrets' find (keywords ``present``)."""
     for rule in _RULES:
         if rule.keywords and present.isdisjoint(rule.keywords):
             continue
@@ -507,28 +714,91 @@ def _candidates(text: str) -> Iterable[tuple[Finding, int]]:
                 end -= 1
             value = text[start:end]
             if (
-                len(value) < 8
+                len(value) < rule.shortest
                 or _PLACEHOLDER.match(value)
                 or (rule.check is not None and not rule.check(value))
             ):
                 continue
             yield Finding(rule.kind, start, end), rule.priority
+
+
+def _by_name(text: str, present: set[str]) -> Iterator[tuple[Finding, int]]:
+    """Values whose name says they are secret (``_assigned_kind``)."""
     # The assignment rule searches from the first place a telling name meets its separator
     # (``_NAME_HINT``), less the longest name before it: most texts have none.
     hint = _NAME_HINT.search(text) if not present.isdisjoint(_NAME_KEYWORDS) else None
     at = len(text) if hint is None else max(0, hint.start() - _NAME_LONGEST)
     while (named := _ASSIGN.search(text, at)) is not None:
-        kind = _assigned_kind(named["name"], named["value"])
+        value = named["value"][:500]
+        if named.start() > 0 and text[named.start() - 1] in "?&":
+            value = value.split("&", 1)[0]  # a URL's query: the value ends at the next field
+        kind = _assigned_kind(named["name"], value)
         if kind is not None:
-            yield Finding(kind, *named.span("value")), 1
+            start = named.start("value")
+            yield Finding(kind, start, start + len(value)), 1
             at = named.end()
         else:
             # ``ok: SESSION_SECRET=…``, ``{"command": "DB_PASSWORD=…"}``: the value of a name
             # that says nothing may hold a name that does
             at = max(named.start() + 1, named.start("value"))
-    for match in _QUOTED.finditer(text):
-        if _high_entropy(match["value"]):
-            yield Finding("high-entropy-string", *match.span("value")), 0
+
+
+def _by_gitleaks(
+    text: str, present: set[str], taken: set[tuple[int, int]]
+) -> Iterator[tuple[Finding, int]]:
+    """What gitleaks' rules find, but the spans ``taken`` already."""
+    for hit in _GITLEAKS.find(text, present, taken):
+        value = text[hit.start : hit.end]
+        if len(value) < 8 or _PLACEHOLDER.match(value) or MARKER_RE.search(value):
+            continue
+        if hit.rule == _GENERIC and not _named_secret(text[hit.match_start : hit.start], value):
+            continue
+        yield Finding(hit.rule, hit.start, hit.end), _PRIORITY.get(hit.rule, 2)
+
+
+def _candidates(text: str) -> list[tuple[Finding, int]]:
+    present = _KEYWORD_SEARCH.found(text.lower())
+    found = [*_by_shape(text, present), *_by_name(text, present)]
+    found += ((f, -1) for f in _random_tokens(text))
+    found += (
+        (Finding("high-entropy-string", *match.span("value")), 0)
+        for match in _QUOTED.finditer(text)
+        if _high_entropy(match["value"])
+    )
+    found += _by_gitleaks(text, present, {(f.start, f.end) for f, _ in found})
+    found += _aws_pairs(text, found)
+    return found
+
+
+_AWS_ID_KINDS = frozenset(["aws-access-key", "aws-access-token"])
+_BASE64_RUN = re2.compile(r"[A-Za-z0-9/+=]{40,}", _RE2_OPTIONS)
+AWS_REACH = 400  # characters either side of a key id: a few lines of a config or a log
+
+
+def _aws_pairs(text: str, found: list[tuple[Finding, int]]) -> list[tuple[Finding, int]]:
+    """An AWS secret key (40 characters of base64, mixed) near an AWS key id is a secret,
+    whatever name it has or lacks (Betterleaks pairs the two the same way). Each stretch of
+    text is read once, however many ids there are."""
+    ids = sorted(f.start for f, _ in found if f.kind in _AWS_ID_KINDS)
+    pairs: list[tuple[Finding, int]] = []
+    at = 0
+    for start in ids:
+        lo, hi = max(at, start - AWS_REACH), min(len(text), start + AWS_REACH)
+        if lo >= hi:
+            continue
+        for match in _BASE64_RUN.finditer(text[lo:hi]):
+            value = match.group().rstrip("=")
+            if len(value) == 40 and _classes(value) >= 3 and entropy(value) >= 4.0:
+                begin = lo + match.start()
+                pairs.append((Finding("aws-secret-key", begin, begin + 40), 3))
+        at = hi
+    return pairs
+
+
+# The longest value looked for again: a longer one is a run its rule found whole (a token
+# pattern over a megabyte of one repeated prefix), not a secret written twice; the
+# automaton's build is not made for words that long.
+_REPEATED_LONGEST = 1024
 
 
 def find_secrets(text: str, allow: frozenset[str] = frozenset()) -> list[Finding]:
@@ -545,13 +815,18 @@ def find_secrets(text: str, allow: frozenset[str] = frozenset()) -> list[Finding
     values = {
         value: f.kind
         for f, _ in found
-        if len(value := text[f.start : f.end]) >= 10 and not _identifier(value)
+        if 10 <= len(value := text[f.start : f.end]) <= _REPEATED_LONGEST and not _identifier(value)
     }
-    for value, kind in values.items():
-        at = text.find(value)
-        while at >= 0:
-            found.append((Finding(kind, at, at + len(value)), -1))
-            at = text.find(value, at + len(value))
+    if values:
+        # every value in one pass over the text, however many there are
+        automaton = ahocorasick.Automaton()
+        for value, kind in values.items():
+            automaton.add_word(value, (len(value), kind))
+        automaton.make_automaton()
+        spans = {(f.start, f.end) for f, _ in found}
+        for last, (length, kind) in automaton.iter_long(text):
+            if (last + 1 - length, last + 1) not in spans:  # where it was found first
+                found.append((Finding(kind, last + 1 - length, last + 1), -1))
     found.sort(key=lambda fp: (fp[0].start, -fp[0].end))
     merged: list[tuple[Finding, int]] = []
     for f, p in found:
