@@ -32,24 +32,21 @@ SHORTEST_LAST = 12
 
 # Where a line ends: a newline, or its escape in a JSON or quoted string.
 _BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
-# A line's base64, behind what a tool puts before it (a line number, a quote mark) and
-# what a string puts after it.
-_BODY = re.compile(
-    r"\s*(?:>\s?)?(?:\d{1,6}(?:→|\t|:\s))?\s*[\"']?"
-    r"(?P<b64>[A-Za-z0-9+/]+={0,2})"
-    r"[\"']?,?\s*"
-)
+# What a tool or a quote puts before a line: a line number (``  12→``), a ``>``.
+_LEAD = r"^\s*+(?:>\s?)?(?:\d{1,6}(?:→|\t|:\s))?\s*+"
+# A line's base64, behind its lead and a quote mark, and what a string puts after it.
+_BODY = re.compile(_LEAD + r"[\"']?(?P<b64>[A-Za-z0-9+/]+={0,2})[\"']?,?\s*")
 _BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----\s*$")
 _OPENS = re.compile(
     rf"(?:-----BEGIN[A-Z0-9 ]{{0,40}}PRIVATE KEY(?: BLOCK)?-----|{re.escape(marker(KIND))})\s*$"
-    r"|^\s*(?:Public|Private)-Lines: \d+\s*$"
+    rf"|{_LEAD}(?:Public|Private)-Lines: \d+\s*$"
 )
 _CLOSES = re.compile(
-    r"^\s*(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    _LEAD + r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"|Private-MAC: [0-9a-fA-F]+|Private-Lines: \d+)"
 )
 # What may stand between a PEM's BEGIN line and its body: an encrypted key's headers.
-_PEM_HEADER = re.compile(r"^\s*(?:Proc-Type|DEK-Info): |^\s*$")
+_PEM_HEADER = re.compile(_LEAD + r"(?:(?:Proc-Type|DEK-Info): |$)")
 # A word as a key's line stands in any text: base64 not touching more base64.
 _WORD = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{4,}={0,2}(?![A-Za-z0-9+/=])")
 _TAKEN = re.escape(marker(KIND))

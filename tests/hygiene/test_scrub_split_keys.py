@@ -302,6 +302,9 @@ def test_scrub_takes_every_line_of_a_split_key_and_only_those(filled: Filled) ->
         ("-----BEGIN PRIVATE KEY-----\n" + "\n".join(["QUJD" * 16] * 3), False),
         ("\n".join(["QUJD" * 16] * 3) + "\nQUJD==\n-----END PRIVATE KEY-----", False),
         ("Private-Lines: 3\n" + "\n".join(["QUJD" * 16] * 2) + "\nQUJDQUJD12", False),
+        # as a tool shows a file (line numbers), as a JSON string holds it
+        ("\n".join(f"  {n}→{'QUJD' * 16}" for n in range(5, 8)) + "\n  8→-----END PRIVATE KEY-----", False),
+        ('{"text": "' + "\\n".join(["QUJD" * 16] * 2 + ["-----END PRIVATE KEY-----"]) + '"}', False),
     ],
 )  # fmt: skip
 def test_a_run_of_base64_is_a_key_s_only_beside_a_key_s_own_line(text: str, kept: bool) -> None:
