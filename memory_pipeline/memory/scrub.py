@@ -6,7 +6,9 @@ memory may change through the same ``Redactor`` — each chunk's content, index 
 tags, each document's title and source, what was handed to agents, every line of the
 forgetting archive and, bound to every space (``--all-spaces``), every file of the capture
 spool, which every space shares — and says what it would change: the
-kind and the place, never the value. ``apply`` then rewrites them:
+kind and the place, never the value. The redactor reads one text at a time; the lines of a
+private key longer than a chunk are found by reading each document's chunks together, in
+the store and in the archive (``hygiene/keys.py``). ``apply`` then rewrites them:
 
 1. a mark (``scrub.pending`` beside the archive) says a purge is owed;
 2. the archive and the spool files are rewritten whole, each written aside and renamed;
@@ -34,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_pipeline.durable import fsync_dir, replace_text, write_bytes
+from memory_pipeline.hygiene.keys import KIND as KEY_KIND
+from memory_pipeline.hygiene.keys import key_lines, take_lines
 from memory_pipeline.hygiene.redactor import Redacted, Redactor
 from memory_pipeline.hygiene.secrets import MARKER_RE, find_secrets
 from memory_pipeline.ingest.turns import (
@@ -70,6 +74,7 @@ MARK = "scrub.pending"
 #: Files of the capture spool read as text; the lock and anything larger are left alone.
 SPOOL_MAX_BYTES = 16 * 1024 * 1024
 EMBED_BATCH = 256
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -179,9 +184,12 @@ def scan(where: Where, *, progress: Callable[[str], None] | None = None) -> Plan
     by_doc: dict[str, list[StoredChunk]] = {}
     for chunk in where.store.stored_chunks():
         by_doc.setdefault(chunk.doc_id, []).append(chunk)
-    for chunks in by_doc.values():
+    archived = _archived(where)
+    lines_of = _key_lines(by_doc, (r for r in archived.values() if where.changes(record_space(r))))
+    for doc_id, chunks in by_doc.items():
         chunks.sort(key=lambda c: c.chunk_index)
-        plan.chunks += _scan_document(where, plan, chunks)
+        plan.chunks += _scan_document(where, plan, chunks, lines_of.get(doc_id, _NONE))
+    every_key_line = frozenset().union(*lines_of.values())
     say("documents")
     for doc_id, space, title, source in where.store.stored_documents():
         place = _doc_place(doc_id, space)
@@ -193,7 +201,10 @@ def scan(where: Where, *, progress: Callable[[str], None] | None = None) -> Plan
     say("handed records")
     for record_id, space, query, block, hits in where.store.stored_handed():
         place = f"space {space}, handed record {record_id}"
-        texts = [redactor.redact(t) if t else Redacted(t or "") for t in (query, block, hits)]
+        texts = [
+            _take_keys(redactor.redact(t), every_key_line) if t else Redacted(t or "")
+            for t in (query, block, hits)
+        ]
         for done, what in zip(texts, ("query", "block", "titles"), strict=True):
             _note(plan, done, f"{place}: {what}")
         if any(t.changed for t in texts):
@@ -216,16 +227,47 @@ def scan(where: Where, *, progress: Callable[[str], None] | None = None) -> Plan
         if taken_before.changed or taken_after.changed:
             plan.history.append(ChangeFix(record_id, new_before, new_after))
     say("archive")
-    _scan_archive(where, plan)
+    _scan_archive(where, plan, archived, lines_of)
     say("capture spool")
     _scan_spool(where, plan)
     return plan
 
 
-def _scan_document(where: Where, plan: Plan, chunks: list[StoredChunk]) -> list[ChunkPlan]:
-    """One document's chunks: each text through the redactor; a conversation's turns, when
-    any of them changes, indexed again from the redacted turns (a turn's index text quotes
-    its neighbours: redacting that quote alone could leave the rest of a key it cut)."""
+def _archived(where: Where) -> dict[int, dict[str, Any]]:
+    """The archive's records, by line number."""
+    if not where.archive_file.exists():
+        return {}
+    return {n: record for n, record, _ in iter_archive(where.archive_file) if record is not None}
+
+
+def _key_lines(
+    by_doc: dict[str, list[StoredChunk]], archived: Iterable[dict[str, Any]]
+) -> dict[str, frozenset[str]]:
+    """Each document's lines of private keys (``hygiene/keys.py``), read over all its
+    chunks in order, those in the store and those forgotten to the archive together: a key
+    longer than a chunk has lines in chunks the redactor, reading one at a time, lets by."""
+    texts = {doc: [(c.chunk_index, c.content) for c in chunks] for doc, chunks in by_doc.items()}
+    for record in archived:
+        doc, index, content = record.get("doc_id"), record.get("chunk_index"), record.get("content")
+        if isinstance(doc, str) and isinstance(index, int) and isinstance(content, str):
+            texts.setdefault(doc, []).append((index, content))
+    found = {doc: key_lines(t for _, t in sorted(pairs)) for doc, pairs in texts.items()}
+    return {doc: lines for doc, lines in found.items() if lines}
+
+
+def _take_keys(done: Redacted, lines: frozenset[str]) -> Redacted:
+    """What the redactor left, less the lines of keys found across the document."""
+    text, taken = take_lines(done.text, lines)
+    return Redacted(text, done.counts + Counter({KEY_KIND: taken})) if taken else done
+
+
+def _scan_document(
+    where: Where, plan: Plan, chunks: list[StoredChunk], private: frozenset[str]
+) -> list[ChunkPlan]:
+    """One document's chunks: each text through the redactor, then less the lines of the
+    private keys it holds (``private``); a conversation's turns, when any of them changes, indexed
+    again from the redacted turns (a turn's index text quotes its neighbours: redacting
+    that quote alone could leave the rest of a key it cut)."""
     redactor = where.redactor
     contents: list[str] = []
     index_texts: list[str | None] = []
@@ -233,11 +275,11 @@ def _scan_document(where: Where, plan: Plan, chunks: list[StoredChunk]) -> list[
     changed = False
     for chunk in chunks:
         place = f"{_doc_place(chunk.doc_id, chunk.space)}, chunk {chunk.chunk_index}"
-        content = redactor.redact(chunk.content)
+        content = _take_keys(redactor.redact(chunk.content), private)
         _note(plan, content, f"{place}: text")
         index_text = chunk.index_text
         if index_text is not None:
-            done = redactor.redact(index_text)
+            done = _take_keys(redactor.redact(index_text), private)
             _note(plan, done, f"{place}: index text")
             index_text = done.text
         drop = []
@@ -330,13 +372,19 @@ def _json_or(new: str, old: str) -> str:
     return new
 
 
-def _scan_archive(where: Where, plan: Plan) -> None:
+def _scan_archive(
+    where: Where,
+    plan: Plan,
+    parsed: dict[int, dict[str, Any]],
+    lines_of: dict[str, frozenset[str]],
+) -> None:
+    """The archive's lines (``parsed``: its records by line number), each record's texts
+    less the lines of the private keys its document holds (``lines_of``, by document)."""
     if not where.archive_file.exists():
         return
     redactor = where.redactor
     with open(where.archive_file, "rb") as fh:
         raw_lines = fh.read().split(b"\n")
-    parsed = {n: record for n, record, _ in iter_archive(where.archive_file)}
     for number, raw in enumerate(raw_lines, 1):
         if not raw.strip():
             continue
@@ -352,29 +400,39 @@ def _scan_archive(where: Where, plan: Plan) -> None:
             if done.changed:
                 plan.archive.append((number, done.text))
             continue
-        if _redact_record(record, where, plan, place):
+        private = lines_of.get(str(record.get("doc_id")), _NONE)
+        if _redact_record(record, where, plan, place, private):
             plan.archive.append((number, json.dumps(record, ensure_ascii=False)))
 
 
 def _redact_keys(
-    mapping: dict[str, Any], keys: tuple[str, ...], where: Where, plan: Plan, place: str
+    mapping: dict[str, Any],
+    keys: tuple[str, ...],
+    where: Where,
+    plan: Plan,
+    place: str,
+    private: frozenset[str] = _NONE,
 ) -> bool:
-    """Redact the text values of ``keys`` in ``mapping`` in place, each find noted at
-    ``place`` and the key; whether any changed."""
+    """Redact the text values of ``keys`` in ``mapping`` in place (less ``private``, the
+    lines of private keys), each find noted at ``place`` and the key; whether any changed."""
     changed = False
     for key in keys:
         if isinstance(mapping.get(key), str):
-            done = where.redactor.redact(mapping[key])
+            done = _take_keys(where.redactor.redact(mapping[key]), private)
             _note(plan, done, f"{place}{key.replace('_', ' ')}")
             if done.changed:
                 mapping[key], changed = done.text, True
     return changed
 
 
-def _redact_record(record: dict[str, Any], where: Where, plan: Plan, place: str) -> bool:
-    """Redact an archive record in place; whether anything changed."""
+def _redact_record(
+    record: dict[str, Any], where: Where, plan: Plan, place: str, private: frozenset[str]
+) -> bool:
+    """Redact an archive record in place, less ``private`` (the lines of the private keys
+    its document holds); whether anything changed."""
     redactor = where.redactor
-    changed = _redact_keys(record, ("content", "index_text"), where, plan, f"{place}: ")
+    texts = ("content", "index_text")
+    changed = _redact_keys(record, texts, where, plan, f"{place}: ", private)
     turns = record.get("turns")
     if changed and turns and isinstance(record.get("index_text"), str):
         # an archived turn's neighbours may be gone: its own lines are made again from its

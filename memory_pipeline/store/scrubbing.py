@@ -227,7 +227,8 @@ class ScrubQueries(StoreBase):
         write-ahead log open through every try keeps it from being truncated). SQLite: the write-ahead log checkpointed and truncated,
         then ``VACUUM`` (a fresh copy of the live pages only), then truncated again.
         PostgreSQL: ``VACUUM FULL`` of the tables a scrub rewrites (fresh table files;
-        the old ones are removed) and a ``CHECKPOINT``; what its write-ahead log and any
+        the old ones are removed), their statistics made again and ``pg_statistic``
+        rewritten (an ANALYZE keeps sampled values of a column), and a ``CHECKPOINT``; what its write-ahead log and any
         standby or backup still hold is beyond this command (docs/hygiene.md)."""
         done: list[str] = []
         db_file = sqlite_file(self.url)
@@ -257,8 +258,13 @@ class ScrubQueries(StoreBase):
                 names = set(sa.inspect(c).get_table_names())
                 tables = [t for t in sorted(names) if t in SCRUBBED or t.startswith("pgv_")]
                 for table in tables:
-                    c.exec_driver_sql(f'VACUUM FULL "{table}"')
+                    c.exec_driver_sql(f'VACUUM (FULL, ANALYZE) "{table}"')
                 said = f"PostgreSQL: VACUUM FULL of {len(tables)} tables"
+                # an ANALYZE (autovacuum's, during the scrub) kept sampled values of the old
+                # texts as column statistics: made again from the new rows, the old
+                # statistics' rows rewritten away (only a superuser may; else a warning)
+                c.exec_driver_sql("VACUUM FULL pg_catalog.pg_statistic")
+                said += ", their statistics made again"
                 try:
                     c.exec_driver_sql("CHECKPOINT")
                     said += ", CHECKPOINT"
