@@ -565,6 +565,18 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     return context
 
 
+def test_ingest_warns_of_a_tag_a_file_never_closes(
+    ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ctx.dir / "tags.md"
+    path.write_text("# Tags\n\nWrap a span in <private> to keep it out.\n\nViolas.\n")
+    code, out, err = run(argv_for(ctx, "ingest", "--no-index", str(path)), capsys)
+    assert code == 0 and "ingested" in out
+    assert f"warning: {path.resolve()}:3: <private> is never closed" in err
+    code, out, _ = run(argv_for(ctx, "stats"), capsys)
+    assert "documents stored whole after a <private> never closed: 1" in out
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_command_runs(name: str, ctx: Ctx, capsys: pytest.CaptureFixture[str]) -> None:
     case = CASES[name]
