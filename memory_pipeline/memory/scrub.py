@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_pipeline.durable import fsync_dir, replace_text, write_bytes
+from memory_pipeline.hygiene.private import closing_kinds
 from memory_pipeline.hygiene.redactor import Redacted, Redactor
 from memory_pipeline.hygiene.secrets import MARKER_RE, find_secrets
 from memory_pipeline.ingest.turns import (
@@ -231,13 +232,21 @@ def _scan_document(where: Where, plan: Plan, chunks: list[StoredChunk]) -> list[
     index_texts: list[str | None] = []
     dropped: list[tuple[str, ...]] = []
     changed = False
-    for chunk in chunks:
+    closed_after = _closed_after(chunks)
+    for chunk, later in zip(chunks, closed_after, strict=True):
         place = f"{_doc_place(chunk.doc_id, chunk.space)}, chunk {chunk.chunk_index}"
-        content = redactor.redact(chunk.content)
+        # a turn's chunk is (a part of) one message; any other chunk is a document's, kept
+        # whole after a tag it never closes, as it was when it was stored, unless a later
+        # chunk closes it: a span the chunking cut (stored with the step off) goes
+        document = chunk.turns is None
+        content = redactor.redact(chunk.content, document=document)
+        if any(tag.kind in later for tag in content.unclosed):
+            document = False
+            content = redactor.redact(chunk.content)
         _note(plan, content, f"{place}: text")
         index_text = chunk.index_text
         if index_text is not None:
-            done = redactor.redact(index_text)
+            done = redactor.redact(index_text, document=document)
             _note(plan, done, f"{place}: index text")
             index_text = done.text
         drop = []
@@ -264,6 +273,16 @@ def _scan_document(where: Where, plan: Plan, chunks: list[StoredChunk]) -> list[
         )
         if content != chunk.content or index_text != chunk.index_text or drop
     ]
+
+
+def _closed_after(chunks: list[StoredChunk]) -> list[frozenset[str]]:
+    """For each of a document's chunks, the kinds of tag a later chunk closes."""
+    out: list[frozenset[str]] = []
+    seen: frozenset[str] = frozenset()
+    for chunk in reversed(chunks):
+        out.append(seen)
+        seen = seen | closing_kinds(chunk.content)
+    return out[::-1]
 
 
 def _turns_again(
@@ -357,14 +376,20 @@ def _scan_archive(where: Where, plan: Plan) -> None:
 
 
 def _redact_keys(
-    mapping: dict[str, Any], keys: tuple[str, ...], where: Where, plan: Plan, place: str
+    mapping: dict[str, Any],
+    keys: tuple[str, ...],
+    where: Where,
+    plan: Plan,
+    place: str,
+    *,
+    document: bool = False,
 ) -> bool:
-    """Redact the text values of ``keys`` in ``mapping`` in place, each find noted at
-    ``place`` and the key; whether any changed."""
+    """Redact the text values of ``keys`` in ``mapping`` in place (as a document's, or as
+    a message's), each find noted at ``place`` and the key; whether any changed."""
     changed = False
     for key in keys:
         if isinstance(mapping.get(key), str):
-            done = where.redactor.redact(mapping[key])
+            done = where.redactor.redact(mapping[key], document=document)
             _note(plan, done, f"{place}{key.replace('_', ' ')}")
             if done.changed:
                 mapping[key], changed = done.text, True
@@ -374,8 +399,9 @@ def _redact_keys(
 def _redact_record(record: dict[str, Any], where: Where, plan: Plan, place: str) -> bool:
     """Redact an archive record in place; whether anything changed."""
     redactor = where.redactor
-    changed = _redact_keys(record, ("content", "index_text"), where, plan, f"{place}: ")
     turns = record.get("turns")
+    texts = ("content", "index_text")
+    changed = _redact_keys(record, texts, where, plan, f"{place}: ", document=not turns)
     if changed and turns and isinstance(record.get("index_text"), str):
         # an archived turn's neighbours may be gone: its own lines are made again from its
         # redacted text, and each other line of its index text (one line each, spaces
