@@ -52,7 +52,7 @@ STATS_KEYS = {
     "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
     "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",
     "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "spaces", "generated_at",
-    "importance_share", "tag_coverage", "redactions", "captures",
+    "importance_share", "tag_coverage", "redactions", "unclosed_tags", "captures",
 }  # fmt: skip
 DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
