@@ -146,7 +146,7 @@ def measure(
         best = min(best, time.perf_counter() - started)
     res.seconds = best
     for d in docs:
-        kept, counts = redact_document(d, redactor)
+        kept, counts, _ = redact_document(d, redactor)
         title_changed = kept.title != d.title or kept.source != d.source
         if d.turns:
             res.unit = "turns"

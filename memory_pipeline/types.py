@@ -180,6 +180,9 @@ class IngestResult:
     message: str = ""
     # What the redaction step took out of the document stored, by kind (none when unchanged).
     redactions: Mapping[str, int] = field(default_factory=dict)
+    # What the user must be told about the document: "source:line: …" for each opening
+    # ``<private>`` it never closes (kept whole; ingest/redaction.py).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

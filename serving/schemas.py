@@ -389,6 +389,9 @@ class SystemStatsOut(_Report):
     redactions: dict[str, int] = Field(
         default_factory=dict, description="secrets and private spans taken out before storing"
     )
+    unclosed_tags: int = Field(
+        default=0, description="documents stored whole after a <private> never closed"
+    )
     captures: dict[str, int] = Field(
         default_factory=dict,
         description="captured sessions waiting and set aside; worker_failed 1 when the "

@@ -124,7 +124,7 @@ class WriteTools:
         due = update and (changed or self.system.index_due())
         index, error = self._update_index() if due else (None, None)
         return IngestOutput(
-            results=[IngestResultOut.model_validate(r, from_attributes=True) for r in results],
+            results=[_result_out(r) for r in results],
             index=index,
             index_error=error,
         )
@@ -280,6 +280,16 @@ class WriteTools:
         with self.lock.held():
             report = self.system.restore_archived(run_id=run_id, doc_id=doc_id, chunk_ids=chunk_ids)
         return RestoreReportOut.model_validate(report.to_dict())
+
+
+def _result_out(result: IngestResult) -> IngestResultOut:
+    """A result as the tool returns it: its warnings (a tag the document never closes)
+    are lines of its message, which an agent reads anyway."""
+    out = IngestResultOut.model_validate(result, from_attributes=True)
+    if not result.warnings:
+        return out
+    message = "\n".join(filter(None, [result.message, *result.warnings]))
+    return out.model_copy(update={"message": message})
 
 
 def _metadata(metadata: MetadataIn | None) -> dict[str, Any] | None:

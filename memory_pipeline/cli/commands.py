@@ -110,6 +110,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if r.reused_vectors:
             line += f"  ({r.reused_vectors} vectors reused)"
         print(line if not r.message else f"{line}\n          {r.message}")
+        for warning in r.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     if args.no_index and system.index_due():
         from memory_pipeline.index.watcher import advice
 

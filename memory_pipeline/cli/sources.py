@@ -90,6 +90,8 @@ def register(
         )
         for path, reason in sorted(report.failed.items()):
             print(f"  failed  {path}: {reason}")
+        for warning in report.warnings:
+            print(f"  warning  {warning}")
         if not args.no_index:
             r = system.update_index()
             print(f"index version {r.version} ({r.kind}): +{r.added} -{r.removed}")

@@ -52,6 +52,8 @@ class LoadedDocument:
     doc_id: str | None = None
     # A conversation's turns: chunked by turn (ingest/turns.py) instead of by structure.
     turns: tuple[TurnText, ...] = ()
+    # The line of the file ``text`` begins at (after a markdown file's front matter).
+    first_line: int = 1
 
     @property
     def from_file(self) -> bool:
@@ -118,8 +120,10 @@ def load_file(
     decoded = _decode_text(path, raw, fmt)
     front_matter: dict[str, object] = {}
     title: str | None = None
+    first_line = 1
     if fmt == "markdown":
         front_matter, text = _split_front_matter(path, decoded)
+        first_line += decoded.count("\n", 0, len(decoded) - len(text))
         fm_title = front_matter.get("title")
         title = str(fm_title).strip() if fm_title is not None and str(fm_title).strip() else None
         title = title or _first_heading(text)
@@ -134,7 +138,14 @@ def load_file(
         what = "only front matter and no body" if front_matter else "no text content"
         raise InvalidInputError(f"{path} has {what}; add content or skip this file")
     return LoadedDocument(
-        source, strip_controls(title or path.stem), text, fmt, raw, front_matter, modified_at
+        source,
+        strip_controls(title or path.stem),
+        text,
+        fmt,
+        raw,
+        front_matter,
+        modified_at,
+        first_line=first_line,
     )
 
 

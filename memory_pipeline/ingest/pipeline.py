@@ -51,6 +51,7 @@ class _Prepared:
     meta: ChunkMetadata
     source_date_rule: str | None
     redactions: Counter[str]
+    warnings: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -236,9 +237,9 @@ class Ingestor:
         from memory_pipeline.ingest.redaction import redact_document, redact_metadata
 
         redactor = self.redactor
-        kept, counts = redact_document(loaded, redactor)
+        kept, counts, warnings = redact_document(loaded, redactor)
         meta = redact_metadata(meta, redactor, kept.source)
-        return _Prepared(kept, meta, rule.value if rule else None, counts)
+        return _Prepared(kept, meta, rule.value if rule else None, counts, warnings)
 
     def _plan(self, prepared: Sequence[_Prepared]) -> list[_Planned | IngestResult]:
         """Each document chunked, or its result when it is already stored (nothing to do)."""
@@ -264,6 +265,7 @@ class Ingestor:
                         embedded=0,
                         reused_vectors=0,
                         message=f"identical content is already stored as {doc_id}; nothing to do",
+                        warnings=p.warnings,
                     )
                 )
                 continue
@@ -313,14 +315,12 @@ class Ingestor:
             source_date_rule=planned.prepared.source_date_rule,
             created_at=now_utc(),
         )
+        from memory_pipeline.hygiene.private import UNCLOSED
+
+        counted = planned.prepared.redactions + Counter({UNCLOSED: len(planned.prepared.warnings)})
         try:
             stored = self.store.store_document(
-                info,
-                chunks,
-                vectors,
-                self.embedder.model_id,
-                meta.tags,
-                redactions=planned.prepared.redactions,
+                info, chunks, vectors, self.embedder.model_id, meta.tags, redactions=counted
             )
         except IntegrityError:
             # PostgreSQL: another writer inserted the same bytes after our transaction began.
@@ -336,6 +336,7 @@ class Ingestor:
                 embedded=0,
                 reused_vectors=0,
                 message=f"identical content was stored concurrently as {doc_id}; nothing to do",
+                warnings=planned.prepared.warnings,
             )
         older = stored.replaced
         n_reused = sum(reused)
@@ -348,6 +349,7 @@ class Ingestor:
             reused_vectors=n_reused,
             replaced_doc_id=older[-1] if older else None,
             redactions=dict(planned.prepared.redactions),
+            warnings=planned.prepared.warnings,
         )
 
     def _vectors_for(

@@ -38,6 +38,7 @@ import numpy as np
 from memory_pipeline.durable import fsync_dir, replace_text, write_bytes
 from memory_pipeline.hygiene.keys import KIND as KEY_KIND
 from memory_pipeline.hygiene.keys import key_lines, take_lines
+from memory_pipeline.hygiene.private import closing_kinds
 from memory_pipeline.hygiene.redactor import Redacted, Redactor
 from memory_pipeline.hygiene.secrets import MARKER_RE, find_secrets
 from memory_pipeline.ingest.turns import (
@@ -273,13 +274,22 @@ def _scan_document(
     index_texts: list[str | None] = []
     dropped: list[tuple[str, ...]] = []
     changed = False
-    for chunk in chunks:
+    closed_after = _closed_after(chunks)
+    for chunk, later in zip(chunks, closed_after, strict=True):
         place = f"{_doc_place(chunk.doc_id, chunk.space)}, chunk {chunk.chunk_index}"
-        content = _take_keys(redactor.redact(chunk.content), private)
+        # a turn's chunk is (a part of) one message; any other chunk is a document's, kept
+        # whole after a tag it never closes, as it was when it was stored, unless a later
+        # chunk closes it: a span the chunking cut (stored with the step off) goes
+        document = chunk.turns is None
+        content = redactor.redact(chunk.content, document=document)
+        if any(tag.kind in later for tag in content.unclosed):
+            document = False
+            content = redactor.redact(chunk.content)
+        content = _take_keys(content, private)
         _note(plan, content, f"{place}: text")
         index_text = chunk.index_text
         if index_text is not None:
-            done = _take_keys(redactor.redact(index_text), private)
+            done = _take_keys(redactor.redact(index_text, document=document), private)
             _note(plan, done, f"{place}: index text")
             index_text = done.text
         drop = []
@@ -306,6 +316,16 @@ def _scan_document(
         )
         if content != chunk.content or index_text != chunk.index_text or drop
     ]
+
+
+def _closed_after(chunks: list[StoredChunk]) -> list[frozenset[str]]:
+    """For each of a document's chunks, the kinds of tag a later chunk closes."""
+    out: list[frozenset[str]] = []
+    seen: frozenset[str] = frozenset()
+    for chunk in reversed(chunks):
+        out.append(seen)
+        seen = seen | closing_kinds(chunk.content)
+    return out[::-1]
 
 
 def _turns_again(
@@ -412,13 +432,16 @@ def _redact_keys(
     plan: Plan,
     place: str,
     private: frozenset[str] = _NONE,
+    *,
+    document: bool = False,
 ) -> bool:
-    """Redact the text values of ``keys`` in ``mapping`` in place (less ``private``, the
-    lines of private keys), each find noted at ``place`` and the key; whether any changed."""
+    """Redact the text values of ``keys`` in ``mapping`` in place (as a document's, or as
+    a message's; less ``private``, the lines of private keys), each find noted at ``place``
+    and the key; whether any changed."""
     changed = False
     for key in keys:
         if isinstance(mapping.get(key), str):
-            done = _take_keys(where.redactor.redact(mapping[key]), private)
+            done = _take_keys(where.redactor.redact(mapping[key], document=document), private)
             _note(plan, done, f"{place}{key.replace('_', ' ')}")
             if done.changed:
                 mapping[key], changed = done.text, True
@@ -431,9 +454,9 @@ def _redact_record(
     """Redact an archive record in place, less ``private`` (the lines of the private keys
     its document holds); whether anything changed."""
     redactor = where.redactor
-    texts = ("content", "index_text")
-    changed = _redact_keys(record, texts, where, plan, f"{place}: ", private)
     turns = record.get("turns")
+    texts = ("content", "index_text")
+    changed = _redact_keys(record, texts, where, plan, f"{place}: ", private, document=not turns)
     if changed and turns and isinstance(record.get("index_text"), str):
         # an archived turn's neighbours may be gone: its own lines are made again from its
         # redacted text, and each other line of its index text (one line each, spaces

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline import spool
+from memory_pipeline.hygiene.private import UNCLOSED
 from memory_pipeline.index.protocols import IndexSource
 from memory_pipeline.memory.health import render_table
 from memory_pipeline.store import Store
@@ -70,6 +71,8 @@ class SystemStats:
     spaces: str = "space 'default'"
     # What the redaction step took out before texts were kept, by kind (docs/hygiene.md).
     redactions: dict[str, int] = field(default_factory=dict)
+    # Documents stored whole after an opening <private> they never close (ingest warned).
+    unclosed_tags: int = 0
     # The capture folder: sessions waiting, set aside, and whether the worker could run.
     captures: dict[str, int] = field(default_factory=dict)
     generated_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
@@ -127,6 +130,11 @@ class SystemStats:
                 render_table(
                     ["redacted", "times"], [[k, str(n)] for k, n in self.redactions.items()]
                 )
+            )
+        if self.unclosed_tags:
+            lines.append(
+                f"documents stored whole after a <private> never closed: {self.unclosed_tags} "
+                "(nothing after the tag dropped; ingest named each file and line)"
             )
         if self.captures:
             lines += ["", render_captures(self.captures)]
@@ -205,6 +213,8 @@ def system_stats(
     folder's counts when given; never writes."""
     counts = store.counts_report(ACCESS_BUCKETS, TOP_TAGS)
     in_use = _reranker_in_use(reranker_status)
+    redactions = store.redaction_counts()
+    unclosed = redactions.pop(UNCLOSED, 0)  # counted with them, though nothing was taken
     return SystemStats(
         documents=counts.documents,
         chunks=counts.chunks,
@@ -222,6 +232,7 @@ def system_stats(
         reranker=reranker_status if in_use else "none",
         reranker_status=reranker_status or "none",
         spaces=store.spaces.describe(),
-        redactions=store.redaction_counts(),
+        redactions=redactions,
+        unclosed_tags=unclosed,
         captures={} if capture_dir is None else spool.status(capture_dir).counts,
     )

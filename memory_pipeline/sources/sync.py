@@ -118,6 +118,8 @@ class SyncReport:
     # what the redaction step took out of the documents stored, by kind (a Counter: ``add``
     # sums it)
     redactions: Counter[str] = field(default_factory=Counter)
+    # the documents stored whole after an opening tag never closed: "path:line: …" each
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, other: SyncReport) -> None:
         """Take in another run's counts (a long import applied file by file)."""
@@ -143,6 +145,7 @@ class SyncReport:
         self.embedded += result.embedded
         self.reused_vectors += result.reused_vectors
         self.redactions.update(result.redactions)
+        self.warnings.extend(result.warnings)
 
 
 def _sha_or_blank(path: Path) -> str:

@@ -52,7 +52,7 @@ STATS_KEYS = {
     "documents", "chunks", "by_knowledge_type", "importance_set", "tagged_chunks",
     "distinct_tags", "top_tags", "access_buckets", "total_accesses", "unindexed_chunks",
     "vectors_by_model", "index", "embedder", "reranker", "reranker_status", "spaces", "generated_at",
-    "importance_share", "tag_coverage", "redactions", "captures",
+    "importance_share", "tag_coverage", "redactions", "unclosed_tags", "captures",
 }  # fmt: skip
 DUPLICATES_KEYS = {
     "document_groups", "chunk_pairs", "threshold", "method", "model_id", "vectors_searched",
@@ -563,6 +563,18 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     code, _, err = run(argv_for(context, "ingest", *map(str, sorted(docs.iterdir()))), capsys)
     assert code == 0, err
     return context
+
+
+def test_ingest_warns_of_a_tag_a_file_never_closes(
+    ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ctx.dir / "tags.md"
+    path.write_text("# Tags\n\nWrap a span in <private> to keep it out.\n\nViolas.\n")
+    code, out, err = run(argv_for(ctx, "ingest", "--no-index", str(path)), capsys)
+    assert code == 0 and "ingested" in out
+    assert f"warning: {path.resolve()}:3: <private> is never closed" in err
+    code, out, _ = run(argv_for(ctx, "stats"), capsys)
+    assert "documents stored whole after a <private> never closed: 1" in out
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.hygiene.echo import echo_line, own_tool
-from memory_pipeline.hygiene.private import drop_spans, fence
+from memory_pipeline.hygiene.private import fence
 from memory_pipeline.hygiene.redactor import Redactor
 from memory_pipeline.hygiene.secrets import find_secrets, marker
 from memory_pipeline.sources.conversations import clip
@@ -76,23 +76,6 @@ def test_an_allowed_value_is_kept_and_off_keeps_everything() -> None:
     assert Redactor.from_setting("on", f" {example} ,other").redact(text).text == text
     assert Redactor.from_setting("off").redact(text).text == text
     assert Redactor.from_setting("OFF").enabled is False
-
-
-@pytest.mark.parametrize(
-    ("text", "kept", "counts"),
-    [
-        ("a <private>b</private> c", "a  c", {"private": 1}),
-        ("a <PRIVATE >b\nc</private> d <private>e</private>", "a  d ", {"private": 2}),
-        ("a <private>b and the rest", "a ", {"private": 1}),
-        ("a </private> b", "a  b", {"private": 1}),
-        ("x <memory-recall>\nrecalled\n</memory-recall>\ny", "x \ny", {"memory-recall": 1}),
-        ("no tags at all < here", "no tags at all < here", {}),
-    ],
-)
-def test_private_and_recalled_spans_are_dropped_with_their_tags(
-    text: str, kept: str, counts: dict[str, int]
-) -> None:
-    assert drop_spans(text) == (kept, counts)
 
 
 def test_a_secret_inside_a_private_span_goes_with_it_uncounted() -> None:

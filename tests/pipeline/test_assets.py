@@ -158,8 +158,11 @@ def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus)
     note, gone = corpus.notes / "decay.md", corpus.notes / "fusion.md"
     note.write_text(
         note.read_text() + "\n\nA new paragraph on access frequency boosts.\n\n"
-        "DB_PASSWORD=Xq7rT2vLp9Wk <private>not for the memory</private>"
+        "DB_PASSWORD=Xq7rT2vLp9Wk <private>not for the memory</private>\n\n"
+        "Mark a span with `<private>`, or with <private> alone: that tag is never closed."
     )
+    text = note.read_text()
+    line = text[: text.index("<private> alone")].count("\n") + 1
     gone.unlink()
     config = {"ops": {"source_files": {"config": {"paths": [str(note)], "deleted": [str(gone)]}}}}
     result = materialize(corpus, config)
@@ -182,6 +185,9 @@ def test_a_run_with_changed_and_deleted_paths_records_the_change(corpus: Corpus)
     # what the redaction step took out of the changed note, by kind (docs/hygiene.md)
     assert chunks["redacted_total"] == 2
     assert chunks["redacted_by_kind"] == {"password": 1, "private": 1}
+    # the note is stored whole after the tag it never closes, and the run says where
+    assert chunks["unclosed_tags"] == 1
+    assert f"{note.resolve()}:{line}: <private> is never closed" in chunks["unclosed_tag_warnings"]
     index = meta(result, "search_index")
     assert index["index_version"] == 2 and index["update_kind"] == "update"
     assert index["chunks_removed"] == chunks["chunks_removed"]

@@ -114,6 +114,8 @@ def documents_and_chunks(
             report = apply_sync(system, cfg, plan, ledger, actor="pipeline")
     for path, reason in sorted(report.failed.items()):
         context.log.warning(f"not ingested: {path}: {reason}")
+    for warning in report.warnings:
+        context.log.warning(warning)
     counts = system.counts()
     yield dg.MaterializeResult(
         asset_key="documents",
@@ -141,6 +143,9 @@ def documents_and_chunks(
             # what the redaction step took out of the texts stored (docs/hygiene.md)
             "redacted_total": sum(report.redactions.values()),
             "redacted_by_kind": dg.MetadataValue.json(dict(sorted(report.redactions.items()))),
+            # documents kept whole after an opening <private> never closed, by file and line
+            "unclosed_tags": len(report.warnings),
+            "unclosed_tag_warnings": listing(report.warnings),
         },
     )
 
