@@ -564,7 +564,9 @@ _TOKEN_PARTS = re.compile(r"[/._+=-]+")
 _TOKEN_RUN = re2.compile(r"[A-Za-z0-9_+/=.-]{16,}", _RE2_OPTIONS)
 _WORDISH = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z]{2,}[a-z]?")
 _HUMPS = re.compile(r"(?:[A-Z][a-z]+[0-9]*)+")
-_TOKEN_LONGEST = 256  # longer runs are data (an image, a blob), not a token
+# Longer runs are data (an image, a blob, a part of one a chunk cut), not a token: a longer
+# secret has a provider's prefix its own rule knows (fly.io, 1Password, Bedrock, …)
+_TOKEN_LONGEST = 100
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -617,15 +619,49 @@ def random_token(value: str) -> bool:
 
 
 def _random_tokens(text: str) -> Iterable[Finding]:
-    """Tokens drawn at random that stand alone in ``text`` (not a part of a path or a URL)."""
+    """Tokens drawn at random that stand alone in ``text``: not a part of a path or a URL,
+    not an image's data, not a line of a block of base64 (a file's or a blob's data; a
+    private key's body is known by its BEGIN and END lines, here and in scrub)."""
     for match in _TOKEN_RUN.finditer(text):
         start, end = match.span()
         while end > start and text[end - 1] in ".-":
             end -= 1  # the end of a sentence, a dash after a word
         if start and text[start - 1] in "/\\@:%&?#":
             continue
+        before = text[max(0, start - 48) : start]
+        if before.endswith("base64,") or _PUBLIC_KEY_TYPE.search(before):
+            continue  # an image's data, an SSH public key (ssh-ed25519 AAAA…)
+        if _in_block(text, start, end):
+            continue
         if random_token(text[start:end]):
             yield Finding("random-token", start, end)
+
+
+_PUBLIC_KEY_TYPE = re.compile(
+    r"\b(?:ssh-[a-z0-9]+|ecdsa-sha2-[a-z0-9]+|sk-[a-z0-9-]+@openssh\.com) $"
+)
+BLOCK_WIDTH = 60  # base64 blocks wrap at 60, 64, 70 or 76 characters
+
+
+def _in_block(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is a whole line of a block of base64 lines: a line next to
+    it is base64 too, and the wider of the two is a full line of the block."""
+    if (start and text[start - 1] != "\n") or (end < len(text) and text[end] not in "\r\n"):
+        return False
+    width = end - start
+    reach = max(0, start - 2 - 2 * width)  # a bound: a line this wide is no block's
+    before = max(reach, text.rfind("\n", reach, start - 1) + 1)
+    after = text.find("\n", end + 1, end + 2 + 2 * width)
+    neighbours = []
+    if start:
+        neighbours.append(text[before : start - 1].rstrip("\r"))
+    if end < len(text):
+        neighbours.append(text[end + 1 : after if after >= 0 else end + 2 + 2 * width].rstrip("\r"))
+    return any(
+        line.startswith(("-----BEGIN ", "-----END "))  # a PEM block's (a certificate's) body
+        or (_BASE64.fullmatch(line) and max(len(line), width) >= BLOCK_WIDTH)
+        for line in neighbours
+    )
 
 
 _EXPRESSION_MARK = re.compile(r"[()\[\]{}<>$%]")

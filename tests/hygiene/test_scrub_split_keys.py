@@ -237,12 +237,14 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
 
 def test_each_key_is_cut_over_chunks_the_redactor_reads_one_at_a_time(filled: Filled) -> None:
     """What the test stands on: every key over two chunks or more, some of them chunks with
-    no BEGIN line, in which the redactor alone finds nothing."""
+    no BEGIN line, in which the redactor alone finds no private key (it may take a line
+    that stands alone as a random token, but not the key's short last line, nor name it)."""
     texts = stored_texts(filled.layout)
     for key in filled.keys:
         holding = [t for _, _, t in texts if any(line in t for line in key.lines)]
         assert len(holding) >= 2, key.name
-        assert any(not find_secrets(t) for t in holding), key.name
+        kinds = [{f.kind for f in find_secrets(t)} for t in holding]
+        assert any("private-key" not in k for k in kinds), key.name
     archived = [t for _, i, t in texts if i < 0]
     assert any(line in t for t in archived for line in filled.keys[-1].lines), "and archived"
 
@@ -259,7 +261,10 @@ def test_scrub_takes_every_line_of_a_split_key_and_only_those(filled: Filled) ->
     assert leaks_in_files(layout.root, keys), "the test means a memory that holds the keys"
 
     found = scrub_json("--all-spaces", env=env)
-    places = {p["place"].rsplit(":", 1)[0] for p in found["places"] if p["kind"] == "private-key"}
+    # a key's line that stands alone in a chunk may be named a random token by the redactor
+    # before the key is recognised around it: either way the chunk is named
+    taken = {"private-key", "random-token"}
+    places = {p["place"].rsplit(":", 1)[0] for p in found["places"] if p["kind"] in taken}
     for doc, index, text in stored_texts(layout):
         if any(line in text for key in keys for line in key.lines):
             named = f"document {doc}, chunk {index}" if index >= 0 else "archive line"
