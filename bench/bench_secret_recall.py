@@ -35,6 +35,7 @@ from memory_pipeline.hygiene.redactor import Redactor
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "tests/hygiene/data/gitleaks_samples.jsonl.gz"
+FALSE = ROOT / "tests/hygiene/data/gitleaks_fps.jsonl.gz"  # each rule's ``fps``
 WINDOW = 8
 BARE = "I used {} for the deploy yesterday."
 
@@ -167,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
             example = tally.examples[rule].replace("\n", "\\n")[:110]
             print(f"  {rule:<40} {n:>4}  {example}")
     if not args.no_fp:
+        fps = load(FALSE)
+        changed: Counter[str] = Counter()
+        for sample in fps:
+            changed.update(redactor.redact(sample.text).counts)
+        flagged = sum(redactor.redact(s.text).changed for s in fps)
+        alone = sum(bool(next(rule_set.gitleaks().find(s.text), None)) for s in fps)
+        print(
+            f"gitleaks' own false positives (each rule's fps): {flagged} of {len(fps)} changed"
+            f" (the bundled rules alone: {alone}); by kind {dict(changed.most_common(8))}"
+        )
         print("false positives (kinds found in ordinary text):")
         for name, counts in false_positives(redactor).items():
             print(f"  {name}: {sum(counts.values())} {dict(counts.most_common(8))}")

@@ -325,9 +325,13 @@ def contexts(generate_go: str) -> list[str]:
 _FUNC = re.compile(r"^func ", re.M)
 
 
-def samples_of_file(source: str, draw: Draw, ctx: list[str]) -> tuple[list[Sample], int]:
-    """The samples of one rule file, and how many ``tps`` items could not be evaluated."""
+def samples_of_file(
+    source: str, draw: Draw, ctx: list[str]
+) -> tuple[list[Sample], list[Sample], int]:
+    """The true and the false positives of one rule file's rules (``tps``, ``fps``), and
+    how many rules' ``tps`` could not be evaluated."""
     out: list[Sample] = []
+    fps: list[Sample] = []
     missed = 0
     for body in _FUNC.split(source)[1:]:
         rule = re.search(r'RuleID:\s*"([^"]+)"', body)
@@ -336,6 +340,10 @@ def samples_of_file(source: str, draw: Draw, ctx: list[str]) -> tuple[list[Sampl
         ev = Evaluator(tokens(body), draw, ctx)
         ev.run()
         tps = ev.env.get("tps")
+        for item in _listed(ev.env.get("fps")):
+            text = item.text if isinstance(item, Sample) else item
+            if isinstance(text, str):
+                fps.append(Sample(rule.group(1), text))
         if tps is None:
             missed += 1
             continue
@@ -344,7 +352,11 @@ def samples_of_file(source: str, draw: Draw, ctx: list[str]) -> tuple[list[Sampl
                 out.append(Sample(rule.group(1), item.text, item.secret))
             elif isinstance(item, str):
                 out.append(Sample(rule.group(1), item))
-    return out, missed
+    return out, fps, missed
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def git_show(git_dir: Path, commit: str, path: str) -> str:
@@ -356,7 +368,9 @@ def git_show(git_dir: Path, commit: str, path: str) -> str:
     ).stdout
 
 
-def extract(git_dir: Path, commit: str = COMMIT, seed: int = 0) -> tuple[list[Sample], int]:
+def extract(
+    git_dir: Path, commit: str = COMMIT, seed: int = 0
+) -> tuple[list[Sample], list[Sample], int]:
     listing = subprocess.run(
         ["git", "--git-dir", str(git_dir), "ls-tree", "--name-only", commit, f"{RULES_DIR}/"],
         check=True,
@@ -366,14 +380,16 @@ def extract(git_dir: Path, commit: str = COMMIT, seed: int = 0) -> tuple[list[Sa
     ctx = contexts(git_show(git_dir, commit, GENERATE_GO))
     draw = Draw(seed)
     samples: list[Sample] = []
+    false: list[Sample] = []
     missed = 0
     for path in sorted(listing):
         if not path.endswith(".go") or path.endswith("_test.go"):
             continue
-        got, miss = samples_of_file(git_show(git_dir, commit, path), draw, ctx)
+        got, fps, miss = samples_of_file(git_show(git_dir, commit, path), draw, ctx)
         samples += got
+        false += fps
         missed += miss
-    return samples, missed
+    return samples, false, missed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,21 +398,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", default=COMMIT)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write .jsonl or .jsonl.gz here (else stdout)")
+    parser.add_argument("--fps-out", type=Path, help="the false positives (fps), likewise")
     args = parser.parse_args(argv)
-    samples, missed = extract(args.git_dir, args.commit, args.seed)
+    samples, false, missed = extract(args.git_dir, args.commit, args.seed)
+    write(samples, args.out)
+    if args.fps_out is not None:
+        write(false, args.fps_out)
+    rules = len({s.rule for s in samples})
+    print(
+        f"{len(samples)} samples of {rules} rules, {len(false)} false positives; "
+        f"{missed} functions not read",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def write(samples: list[Sample], out: Path | None) -> None:
     lines = "".join(
         json.dumps({"rule": s.rule, "text": s.text, "secret": s.secret}, ensure_ascii=False) + "\n"
         for s in samples
     )
-    if args.out is None:
+    if out is None:
         sys.stdout.write(lines)
-    elif args.out.suffix == ".gz":
-        args.out.write_bytes(gzip.compress(lines.encode(), mtime=0))
+    elif out.suffix == ".gz":
+        out.write_bytes(gzip.compress(lines.encode(), mtime=0))
     else:
-        args.out.write_text(lines)
-    rules = len({s.rule for s in samples})
-    print(f"{len(samples)} samples of {rules} rules; {missed} functions not read", file=sys.stderr)
-    return 0
+        out.write_text(lines)
 
 
 if __name__ == "__main__":
