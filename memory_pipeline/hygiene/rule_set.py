@@ -75,9 +75,7 @@ class Regex:
 def _python(pattern: str) -> str:
     """An RE2 regex in Python's syntax: a leading ``(?i)`` scoped to its group (Python takes
     global flags only at the very start), ``\\z`` as ``\\Z``."""
-    if pattern.startswith("(?i)"):
-        pattern = f"(?i:{pattern[4:]})"
-    return pattern.replace("\\z", "\\Z")
+    return _python_scoped(pattern).replace("\\z", "\\Z")
 
 
 class Words:
@@ -223,6 +221,7 @@ def _one_of(regexes: Iterable[str]) -> Regex | None:
 
 
 def _python_scoped(pattern: str) -> str:
+    """``pattern`` with a leading ``(?i)`` made a group's own flag (RE2 reads both)."""
     return f"(?i:{pattern[4:]})" if pattern.startswith("(?i)") else pattern
 
 
